@@ -1,0 +1,335 @@
+package crypto
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/big"
+	mrand "math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden.json")
+
+// seeded returns a deterministic randomness source: tests must not depend on
+// crypto/rand.
+func seeded(seed int64) *mrand.Rand { return mrand.New(mrand.NewSource(seed)) }
+
+func deal(t testing.TB, n int) (*GroupKey, []*Share) {
+	t.Helper()
+	_, th := FaultThreshold(n)
+	gk, shares, err := Deal(seeded(int64(n)), n, th)
+	require.NoError(t, err)
+	return gk, shares
+}
+
+func signAll(t testing.TB, shares []*Share, msg []byte) []PartialSig {
+	t.Helper()
+	out := make([]PartialSig, len(shares))
+	for i, s := range shares {
+		p, err := s.Sign(msg)
+		require.NoError(t, err)
+		out[i] = p
+	}
+	return out
+}
+
+type golden struct {
+	N           int      `json:"n"`
+	T           int      `json:"t"`
+	Commitments []string `json:"commitments"`
+	Message     string   `json:"message"`
+	Partials    []string `json:"partials"`
+	Signature   string   `json:"signature"`
+}
+
+// TestGolden pins the byte-level output of dealing, signing and combining, so
+// that a dependency upgrade cannot silently change what verifies.
+func TestGolden(t *testing.T) {
+	gk, shares := deal(t, 4)
+	msg := []byte("palisade golden vector")
+	partials := signAll(t, shares, msg)
+	sig, bad, err := gk.Combine(msg, partials)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	got := golden{N: 4, T: 3, Message: string(msg), Signature: hex.EncodeToString(sig[:])}
+	for _, c := range gk.Commitments() {
+		got.Commitments = append(got.Commitments, hex.EncodeToString(c))
+	}
+	for _, p := range partials {
+		got.Partials = append(got.Partials, hex.EncodeToString(p.Marshal()))
+	}
+	path := filepath.Join("testdata", "golden.json")
+	if *update {
+		b, err := json.MarshalIndent(got, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var want golden
+	require.NoError(t, json.Unmarshal(b, &want))
+	require.Equal(t, want, got)
+
+	// The vector also verifies from its encoded form alone.
+	commits := make([][]byte, len(want.Commitments))
+	for i, c := range want.Commitments {
+		commits[i], err = hex.DecodeString(c)
+		require.NoError(t, err)
+	}
+	gk2, err := NewGroupKey(want.N, commits)
+	require.NoError(t, err)
+	rawSig, err := hex.DecodeString(want.Signature)
+	require.NoError(t, err)
+	s, err := ParseSignature(rawSig)
+	require.NoError(t, err)
+	require.NoError(t, gk2.Verify([]byte(want.Message), s))
+	require.NoError(t, gk2.PublicKey().Verify([]byte(want.Message), s))
+}
+
+func TestCombineAnyQuorumGivesSameSignature(t *testing.T) {
+	for _, n := range []int{4, 7, 10} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			gk, shares := deal(t, n)
+			msg := []byte("resource/epoch/holder")
+			ps := signAll(t, shares, msg)
+			first, _, err := gk.Combine(msg, ps[:gk.Threshold()])
+			require.NoError(t, err)
+			last, _, err := gk.Combine(msg, ps[n-gk.Threshold():])
+			require.NoError(t, err)
+			require.Equal(t, first, last, "BLS threshold signatures are unique")
+			require.NoError(t, gk.Verify(msg, first))
+			require.ErrorIs(t, gk.Verify([]byte("other message"), first), ErrInvalidSignature)
+		})
+	}
+}
+
+func TestCombineDropsBadPartialsAndNamesThem(t *testing.T) {
+	gk, shares := deal(t, 7)
+	msg := []byte("m")
+	ps := signAll(t, shares, msg)
+	// Node 2 signs another message; node 5 sends node 6's signature under its
+	// own index.
+	wrong, err := shares[1].Sign([]byte("not m"))
+	require.NoError(t, err)
+	ps[1] = wrong
+	ps[4] = PartialSig{Index: 5, Sig: ps[5].Sig}
+	sig, bad, err := gk.Combine(msg, ps)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int{2, 5}, bad)
+	require.NoError(t, gk.Verify(msg, sig))
+}
+
+func TestCombineNotEnough(t *testing.T) {
+	gk, shares := deal(t, 4)
+	msg := []byte("m")
+	ps := signAll(t, shares, msg)
+	_, _, err := gk.Combine(msg, ps[:2])
+	require.ErrorIs(t, err, ErrNotEnoughPartials)
+
+	// Three partials, one bad: not enough valid ones, and the bad one is named.
+	bad3, err := shares[2].Sign([]byte("x"))
+	require.NoError(t, err)
+	_, bad, err := gk.Combine(msg, []PartialSig{ps[0], ps[1], bad3})
+	require.ErrorIs(t, err, ErrNotEnoughPartials)
+	require.Equal(t, []int{3}, bad)
+
+	// A duplicated index counts once and is reported.
+	_, bad, err = gk.Combine(msg, []PartialSig{ps[0], ps[1], ps[1]})
+	require.ErrorIs(t, err, ErrNotEnoughPartials)
+	require.Equal(t, []int{2}, bad)
+
+	// An index outside the group is refused, not interpolated.
+	out := PartialSig{Index: 9, Sig: ps[2].Sig}
+	_, bad, err = gk.Combine(msg, []PartialSig{ps[0], ps[1], out})
+	require.ErrorIs(t, err, ErrNotEnoughPartials)
+	require.Equal(t, []int{9}, bad)
+	require.ErrorIs(t, gk.VerifyPartial(msg, out), ErrBadIndex)
+}
+
+// addP returns the 32-byte big-endian x+p if it still fits, the malleated
+// encoding kyber would accept.
+func addP(x []byte) ([]byte, bool) {
+	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
+	v := new(big.Int).Add(new(big.Int).SetBytes(x), p)
+	if v.BitLen() > 256 {
+		return nil, false
+	}
+	return v.FillBytes(make([]byte, 32)), true
+}
+
+// TestMalleability shows that kyber itself accepts a non-canonical encoding
+// (x+p) of a valid signature and that this package refuses it everywhere.
+func TestMalleability(t *testing.T) {
+	gk, shares := deal(t, 4)
+	for i := 0; i < 64; i++ {
+		msg := []byte(fmt.Sprintf("malleate %d", i))
+		sig, _, err := gk.Combine(msg, signAll(t, shares, msg))
+		require.NoError(t, err)
+		x, ok := addP(sig[:32])
+		if !ok {
+			continue
+		}
+		mall := append(x, sig[32:]...)
+		// kyber decodes it to the same point...
+		pt := suite.G1().Point()
+		require.NoError(t, pt.UnmarshalBinary(mall))
+		// ...but we do not.
+		_, err = ParseSignature(mall)
+		require.ErrorIs(t, err, ErrMalformedPoint)
+		require.ErrorIs(t, gk.PublicKey().Verify(msg, Signature(mall)), ErrMalformedPoint)
+		require.ErrorIs(t, gk.Verify(msg, Signature(mall)), ErrMalformedPoint)
+		part, err := shares[0].Sign(msg)
+		require.NoError(t, err)
+		raw := part.Marshal()
+		if px, ok := addP(raw[2:34]); ok {
+			copy(raw[2:34], px)
+			_, err = ParsePartial(raw)
+			require.ErrorIs(t, err, ErrMalformedPoint)
+		}
+		return
+	}
+	t.Fatal("no signature with a malleable x coordinate in 64 tries")
+}
+
+func TestStrictDecoding(t *testing.T) {
+	gk, shares := deal(t, 4)
+	msg := []byte("m")
+	p, err := shares[0].Sign(msg)
+	require.NoError(t, err)
+	raw := p.Marshal()
+	cases := map[string][]byte{
+		"empty":          nil,
+		"short":          raw[:PartialSize-1],
+		"long":           append(append([]byte{}, raw...), 0),
+		"index zero":     append([]byte{0, 0}, raw[2:]...),
+		"index too big":  append([]byte{0xff, 0xff}, raw[2:]...),
+		"identity":       append([]byte{0, 1}, make([]byte, SignatureSize)...),
+		"not on curve":   append([]byte{0, 1}, bytes.Repeat([]byte{7}, SignatureSize)...),
+		"all ones coord": append([]byte{0, 1}, bytes.Repeat([]byte{0xff}, SignatureSize)...),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParsePartial(b)
+			require.Error(t, err)
+			require.Equal(t, PartialSig{}, got)
+		})
+	}
+	back, err := ParsePartial(raw)
+	require.NoError(t, err)
+	require.True(t, back.Equal(p))
+	require.NoError(t, gk.VerifyPartial(msg, back))
+
+	pk := gk.PublicKey()
+	_, err = ParsePublicKey(pk[:PublicKeySize-1])
+	require.ErrorIs(t, err, ErrMalformedPoint)
+	_, err = ParsePublicKey(make([]byte, PublicKeySize))
+	require.ErrorIs(t, err, ErrMalformedPoint)
+	got, err := ParsePublicKey(pk[:])
+	require.NoError(t, err)
+	require.True(t, got.Equal(pk))
+}
+
+func TestShareNeverPrintsSecret(t *testing.T) {
+	_, shares := deal(t, 4)
+	s := shares[0]
+	raw, err := s.MarshalBinary()
+	require.NoError(t, err)
+	secretHex := hex.EncodeToString(raw[2:])
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%q"} {
+		out := fmt.Sprintf(verb, s)
+		require.NotContains(t, strings.ToLower(out), secretHex[:16], verb)
+		require.Contains(t, out, "redacted", verb)
+	}
+	back, err := ParseShare(raw)
+	require.NoError(t, err)
+	require.Equal(t, s.Index(), back.Index())
+	msg := []byte("m")
+	a, err := s.Sign(msg)
+	require.NoError(t, err)
+	b, err := back.Sign(msg)
+	require.NoError(t, err)
+	require.True(t, a.Equal(b))
+}
+
+func TestCheckShare(t *testing.T) {
+	gk, shares := deal(t, 4)
+	for _, s := range shares {
+		require.NoError(t, gk.CheckShare(s))
+	}
+	other, otherShares := deal(t, 7)
+	require.Error(t, gk.CheckShare(otherShares[0]))
+	require.False(t, gk.Equal(other))
+}
+
+func TestDealParameters(t *testing.T) {
+	for _, c := range [][2]int{{0, 1}, {3, 4}, {4, 0}, {MaxNodes + 1, 3}} {
+		_, _, err := Deal(seeded(1), c[0], c[1])
+		require.ErrorIs(t, err, ErrBadParameters, "n=%d t=%d", c[0], c[1])
+	}
+	_, _, err := Deal(bytes.NewReader(make([]byte, 10)), 4, 3)
+	require.Error(t, err, "short randomness must fail, not panic")
+}
+
+func BenchmarkPartialSign(b *testing.B) {
+	_, shares := deal(b, 4)
+	msg := []byte("benchmark message of typical length: cluster|resource|epoch|holder")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := shares[0].Sign(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	gk, shares := deal(b, 4)
+	msg := []byte("benchmark message")
+	sig, _, err := gk.Combine(msg, signAll(b, shares, msg))
+	require.NoError(b, err)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := gk.Verify(msg, sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCombineVerify measures the optimistic path: one unchecked
+// interpolation of t partials and one verification.
+func BenchmarkCombineVerify(b *testing.B) {
+	for _, n := range []int{4, 7, 10} {
+		gk, shares := deal(b, n)
+		msg := []byte("benchmark message")
+		ps := signAll(b, shares, msg)[:gk.Threshold()]
+		b.Run(fmt.Sprintf("t=%d", gk.Threshold()), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, _, err := gk.Combine(msg, ps); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCombineOneBad measures the pessimistic path taken when one of the
+// first t partials is invalid.
+func BenchmarkCombineOneBad(b *testing.B) {
+	gk, shares := deal(b, 4)
+	msg := []byte("benchmark message")
+	ps := signAll(b, shares, msg)
+	ps[0], _ = shares[0].Sign([]byte("other"))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := gk.Combine(msg, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unicode/utf8"
+)
+
+// encoder appends the canonical encoding of fields. Every variable-length
+// field is uvarint-length-prefixed; integers are fixed-width big-endian.
+type encoder struct{ b []byte }
+
+func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *encoder) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+func (e *encoder) bytes(v []byte) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
+	e.b = append(e.b, v...)
+}
+func (e *encoder) str(v string) { e.bytes([]byte(v)) }
+func (e *encoder) fixed(v []byte) {
+	e.b = append(e.b, v...)
+}
+
+// decoder reads what encoder wrote and refuses anything else: truncated
+// input, over-long fields, non-minimal varints and trailing bytes.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) take(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || len(d.b) < n {
+		d.fail("%s: truncated", what)
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8(what string) uint8 {
+	v := d.take(1, what)
+	if v == nil {
+		return 0
+	}
+	return v[0]
+}
+
+func (d *decoder) u64(what string) uint64 {
+	v := d.take(8, what)
+	if v == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func (d *decoder) bytes(what string, max int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.fail("%s: bad length", what)
+		return nil
+	}
+	if k != uvarintLen(n) {
+		d.fail("%s: non-minimal length", what)
+		return nil
+	}
+	if n > uint64(max) {
+		d.fail("%s: %d bytes exceeds limit %d", what, n, max)
+		return nil
+	}
+	d.b = d.b[k:]
+	v := d.take(int(n), what)
+	if v == nil {
+		return nil
+	}
+	return append([]byte(nil), v...)
+}
+
+func (d *decoder) str(what string, max int) string {
+	v := d.bytes(what, max)
+	if d.err == nil && !utf8.Valid(v) {
+		d.fail("%s: not UTF-8", what)
+	}
+	return string(v)
+}
+
+// finish reports the first error, or trailing bytes.
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return d.err
+}
+
+func uvarintLen(v uint64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], v)
+}

@@ -1,0 +1,253 @@
+// Package protocol defines what Palisade's nodes, clients and verifiers say
+// to each other: the canonical signed bytes, tokens and their text form, the
+// wire messages with their size limits and libp2p protocol IDs, and the
+// cluster file. It imports only package crypto and the standard library, so
+// verifiers embedded in resources stay small.
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+// Version is the version byte of the signed bytes and of every encoding here.
+const Version = 1
+
+// Domain tags, one per kind of signed or hashed bytes; each ends in a zero
+// byte so no tag is a prefix of another's input.
+const (
+	// DomainToken tags the bytes the group threshold-signs.
+	DomainToken = "palisade/token\x00"
+	// DomainVote tags the bytes a node signs with its identity key when it
+	// votes, which makes conflicting votes attributable.
+	DomainVote = "palisade/vote\x00"
+	// DomainClusterID tags the hash that names a cluster.
+	DomainClusterID = "palisade/cluster-id\x00"
+)
+
+// Limits on field sizes, enforced by every decoder.
+const (
+	// MaxResourceLen is the longest resource name in bytes.
+	MaxResourceLen = 256
+	// MaxHolderLen is the longest holder identity in bytes.
+	MaxHolderLen = 128
+	// MaxTokenSize is the largest binary token.
+	MaxTokenSize = 2 + ClusterIDSize + 2 + MaxResourceLen + 8 + 2 + MaxHolderLen + crypto.SignatureSize
+	// MaxTokenTextLen is the longest text form of a token.
+	MaxTokenTextLen = len(TokenTextPrefix) + (MaxTokenSize*4+2)/3
+	// ClusterIDSize is the size of a cluster ID.
+	ClusterIDSize = 32
+	// TokenTextPrefix starts the text form of a token.
+	TokenTextPrefix = "pt1."
+)
+
+// Errors callers can branch on.
+var (
+	// ErrMalformed reports bytes that are not a canonical encoding.
+	ErrMalformed = errors.New("protocol: malformed encoding")
+	// ErrInvalidField reports a field outside its limits (empty resource,
+	// control characters, over-long holder).
+	ErrInvalidField = errors.New("protocol: invalid field")
+)
+
+// ClusterID names a cluster: a hash of its name and group public key.
+type ClusterID [ClusterIDSize]byte
+
+// NewClusterID computes the ID of the cluster with this name and group key.
+func NewClusterID(name string, key crypto.PublicKey) ClusterID {
+	e := encoder{}
+	e.fixed([]byte(DomainClusterID))
+	e.u8(Version)
+	e.str(name)
+	e.fixed(key[:])
+	return sha256.Sum256(e.b)
+}
+
+// String is the hex form used in cluster files and logs.
+func (c ClusterID) String() string { return hex.EncodeToString(c[:]) }
+
+// ParseClusterID decodes the hex form.
+func ParseClusterID(s string) (ClusterID, error) {
+	var c ClusterID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != ClusterIDSize {
+		return c, fmt.Errorf("%w: cluster ID %q", ErrMalformed, s)
+	}
+	copy(c[:], b)
+	return c, nil
+}
+
+// Statement is what a token asserts and what nodes sign: this holder owns
+// this resource at this epoch, in this cluster.
+type Statement struct {
+	Cluster  ClusterID
+	Resource string
+	Epoch    uint64
+	Holder   string
+}
+
+// SignedBytes is the one canonical encoding that the group signs:
+// DomainToken, Version, then cluster, resource, epoch and holder, each
+// variable-length field uvarint-length-prefixed. Node, client and verifier
+// all use it.
+func (s Statement) SignedBytes() []byte {
+	e := encoder{b: make([]byte, 0, 64+len(s.Resource)+len(s.Holder))}
+	e.fixed([]byte(DomainToken))
+	e.u8(Version)
+	e.bytes(s.Cluster[:])
+	e.str(s.Resource)
+	e.u64(s.Epoch)
+	e.str(s.Holder)
+	return e.b
+}
+
+// VoteBytes is what a node signs with its identity key when it votes for the
+// statement. Two of these from one node with the same (cluster, resource,
+// epoch) and different holders are evidence of equivocation.
+func (s Statement) VoteBytes() []byte {
+	return append([]byte(DomainVote), s.SignedBytes()[len(DomainToken):]...)
+}
+
+// Validate checks the field limits.
+func (s Statement) Validate() error {
+	if err := ValidateResource(s.Resource); err != nil {
+		return err
+	}
+	return ValidateHolder(s.Holder)
+}
+
+// ValidateResource checks a resource name: 1..MaxResourceLen bytes of UTF-8
+// with no control or space characters, so it is safe in logs, headers and
+// shell arguments.
+func ValidateResource(r string) error {
+	return validateName("resource", r, MaxResourceLen)
+}
+
+// ValidateHolder checks a holder identity the same way.
+func ValidateHolder(h string) error {
+	return validateName("holder", h, MaxHolderLen)
+}
+
+func validateName(what, s string, max int) error {
+	if len(s) == 0 || len(s) > max {
+		return fmt.Errorf("%w: %s must be 1..%d bytes, got %d", ErrInvalidField, what, max, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not UTF-8", ErrInvalidField, what)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w: %s contains control or space character %U", ErrInvalidField, what, r)
+		}
+	}
+	return nil
+}
+
+// Token is a fencing token: a statement with the group's threshold signature.
+// It is self-contained: the group public key alone checks it.
+type Token struct {
+	Statement
+	Signature crypto.Signature
+}
+
+// MarshalBinary returns the canonical binary form: Version, cluster ID,
+// resource, epoch, holder, signature.
+func (t Token) MarshalBinary() ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t.appendTo(nil), nil
+}
+
+func (t Token) appendTo(b []byte) []byte {
+	e := encoder{b: b}
+	e.u8(Version)
+	e.fixed(t.Cluster[:])
+	e.str(t.Resource)
+	e.u64(t.Epoch)
+	e.str(t.Holder)
+	e.fixed(t.Signature[:])
+	return e.b
+}
+
+// ParseToken decodes the binary form strictly. It checks the encoding,
+// field limits and the signature's canonical form, not the signature itself:
+// use verifier for that.
+func ParseToken(b []byte) (Token, error) {
+	d := decoder{b: b}
+	t, err := decodeToken(&d)
+	if err == nil {
+		err = d.finish()
+	}
+	if err != nil {
+		return Token{}, err
+	}
+	return t, nil
+}
+
+func decodeToken(d *decoder) (Token, error) {
+	var t Token
+	if v := d.u8("token version"); d.err == nil && v != Version {
+		return Token{}, fmt.Errorf("%w: token version %d, want %d", ErrMalformed, v, Version)
+	}
+	copy(t.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+	t.Resource = d.str("resource", MaxResourceLen)
+	t.Epoch = d.u64("epoch")
+	t.Holder = d.str("holder", MaxHolderLen)
+	sig := d.take(crypto.SignatureSize, "signature")
+	if d.err != nil {
+		return Token{}, d.err
+	}
+	if err := t.Validate(); err != nil {
+		return Token{}, err
+	}
+	s, err := crypto.ParseSignature(sig)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: token signature: %w", ErrMalformed, err)
+	}
+	t.Signature = s
+	return t, nil
+}
+
+// String returns the text form: TokenTextPrefix then unpadded base64url of
+// the binary form. It fits an HTTP header and a shell argument unquoted.
+// An invalid token yields "pt1.invalid".
+func (t Token) String() string {
+	b, err := t.MarshalBinary()
+	if err != nil {
+		return TokenTextPrefix + "invalid"
+	}
+	return TokenTextPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseTokenText decodes the text form strictly (surrounding spaces are
+// trimmed, nothing else is forgiven).
+func ParseTokenText(s string) (Token, error) {
+	s = strings.TrimSpace(s)
+	if len(s) > MaxTokenTextLen {
+		return Token{}, fmt.Errorf("%w: token text is %d bytes, limit %d", ErrMalformed, len(s), MaxTokenTextLen)
+	}
+	rest, ok := strings.CutPrefix(s, TokenTextPrefix)
+	if !ok {
+		return Token{}, fmt.Errorf("%w: token text must start with %q", ErrMalformed, TokenTextPrefix)
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: token text: %w", ErrMalformed, err)
+	}
+	return ParseToken(b)
+}
+
+// Digest is a hash of the token's canonical binary form, for logs and for
+// keying caches (never key on raw, possibly malleated, bytes).
+func (t Token) Digest() [32]byte {
+	return sha256.Sum256(t.appendTo(nil))
+}
