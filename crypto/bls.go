@@ -162,7 +162,9 @@ type Share struct {
 func (s *Share) Index() int { return s.index }
 
 // String implements fmt.Stringer without revealing the secret.
-func (s *Share) String() string { return fmt.Sprintf("crypto.Share{index: %d, secret: <redacted>}", s.index) }
+func (s *Share) String() string {
+	return fmt.Sprintf("crypto.Share{index: %d, secret: <redacted>}", s.index)
+}
 
 // GoString implements fmt.GoStringer without revealing the secret.
 func (s *Share) GoString() string { return s.String() }
