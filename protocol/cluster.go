@@ -1,0 +1,225 @@
+package protocol
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+// ClusterFileVersion is the version of the cluster.json format.
+const ClusterFileVersion = 1
+
+// DefaultMaxEpochStep is how far above its known epoch a node votes when the
+// cluster file does not say.
+const DefaultMaxEpochStep = 1024
+
+// ErrBadClusterFile reports a cluster file that is inconsistent or malformed.
+var ErrBadClusterFile = errors.New("protocol: bad cluster file")
+
+// ClusterFile is cluster.json: everything a client or verifier needs to know
+// about a cluster, and nothing secret. Its group key is trusted as read, so
+// it must come from a trusted source (keygen or DKG output).
+type ClusterFile struct {
+	Version   int    `json:"version"`
+	Name      string `json:"name"`
+	ClusterID string `json:"cluster_id"`
+	N         int    `json:"n"`
+	T         int    `json:"t"`
+	// GroupKey holds the hex commitments of the sharing polynomial; the
+	// first is the group public key.
+	GroupKey     []string     `json:"group_key"`
+	MaxEpochStep uint64       `json:"max_epoch_step"`
+	Nodes        []NodeInfo   `json:"nodes"`
+	Clients      []ClientInfo `json:"clients"`
+}
+
+// NodeInfo describes one member.
+type NodeInfo struct {
+	Index  int      `json:"index"`
+	PeerID string   `json:"peer_id"`
+	Addrs  []string `json:"addrs"`
+}
+
+// ClientInfo describes an authorised client identity and the resource name
+// patterns it may acquire. In a pattern, '*' matches any run of characters
+// (including '/'); everything else matches itself.
+type ClientInfo struct {
+	Name      string   `json:"name"`
+	PeerID    string   `json:"peer_id"`
+	Resources []string `json:"resources"`
+}
+
+// Allows reports whether the client may acquire resource.
+func (c ClientInfo) Allows(resource string) bool {
+	for _, p := range c.Resources {
+		if globMatch(p, resource) {
+			return true
+		}
+	}
+	return false
+}
+
+func globMatch(pattern, s string) bool {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
+		return false
+	}
+	rest := pattern[star+1:]
+	for i := star; i <= len(s); i++ {
+		if globMatch(rest, s[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Cluster is a parsed and checked cluster file.
+type Cluster struct {
+	File ClusterFile
+	ID   ClusterID
+	Key  *crypto.GroupKey
+	F    int
+}
+
+// NewCluster checks a cluster file: version, parameters (N = 3f+1 or more,
+// t = 2f+1), group key, and that the cluster ID is the hash of the name and
+// the group public key.
+func NewCluster(f ClusterFile) (*Cluster, error) {
+	bad := func(format string, args ...any) (*Cluster, error) {
+		return nil, fmt.Errorf("%w: %s", ErrBadClusterFile, fmt.Sprintf(format, args...))
+	}
+	if f.Version != ClusterFileVersion {
+		return bad("version %d, want %d", f.Version, ClusterFileVersion)
+	}
+	if f.Name == "" {
+		return bad("empty name")
+	}
+	ff, t := crypto.FaultThreshold(f.N)
+	if f.N < 1 || f.T != t {
+		return bad("n=%d needs t=%d, file says t=%d", f.N, t, f.T)
+	}
+	if len(f.GroupKey) != f.T {
+		return bad("%d group key commitments, want t=%d", len(f.GroupKey), f.T)
+	}
+	commits := make([][]byte, len(f.GroupKey))
+	for i, h := range f.GroupKey {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return bad("group key commitment %d: %v", i, err)
+		}
+		commits[i] = b
+	}
+	key, err := crypto.NewGroupKey(f.N, commits)
+	if err != nil {
+		return bad("group key: %v", err)
+	}
+	id := NewClusterID(f.Name, key.PublicKey())
+	if f.ClusterID != id.String() {
+		return bad("cluster_id %q does not match name and group key (%s)", f.ClusterID, id)
+	}
+	if len(f.Nodes) != 0 && len(f.Nodes) != f.N {
+		return bad("%d nodes listed, n=%d", len(f.Nodes), f.N)
+	}
+	seen := map[string]bool{}
+	for i, n := range f.Nodes {
+		if n.Index != i+1 {
+			return bad("node %d has index %d, want %d", i, n.Index, i+1)
+		}
+		if n.PeerID == "" || seen[n.PeerID] {
+			return bad("node %d: empty or duplicate peer ID", n.Index)
+		}
+		seen[n.PeerID] = true
+	}
+	for _, c := range f.Clients {
+		if c.PeerID == "" || seen[c.PeerID] {
+			return bad("client %q: empty or duplicate peer ID", c.Name)
+		}
+		seen[c.PeerID] = true
+	}
+	if f.MaxEpochStep == 0 {
+		f.MaxEpochStep = DefaultMaxEpochStep
+	}
+	return &Cluster{File: f, ID: id, Key: key, F: ff}, nil
+}
+
+// NewClusterFile fills a cluster file for a group key.
+func NewClusterFile(name string, key *crypto.GroupKey, nodes []NodeInfo, clients []ClientInfo) ClusterFile {
+	f := ClusterFile{
+		Version:      ClusterFileVersion,
+		Name:         name,
+		ClusterID:    NewClusterID(name, key.PublicKey()).String(),
+		N:            key.N(),
+		T:            key.Threshold(),
+		MaxEpochStep: DefaultMaxEpochStep,
+		Nodes:        nodes,
+		Clients:      clients,
+	}
+	for _, c := range key.Commitments() {
+		f.GroupKey = append(f.GroupKey, hex.EncodeToString(c))
+	}
+	return f
+}
+
+// LoadCluster reads and checks a cluster file.
+func LoadCluster(path string) (*Cluster, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: read cluster file: %w", err)
+	}
+	var f ClusterFile
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadClusterFile, path, err)
+	}
+	c, err := NewCluster(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Save writes the cluster file (it holds nothing secret: mode 0644).
+func (f ClusterFile) Save(path string) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("protocol: encode cluster file: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("protocol: write cluster file: %w", err)
+	}
+	return nil
+}
+
+// Client returns the client entry for a peer ID.
+func (c *Cluster) Client(peerID string) (ClientInfo, bool) {
+	for _, cl := range c.File.Clients {
+		if cl.PeerID == peerID {
+			return cl, true
+		}
+	}
+	return ClientInfo{}, false
+}
+
+// NodeIndex returns the 1-based index of a member peer ID, or 0.
+func (c *Cluster) NodeIndex(peerID string) int {
+	for _, n := range c.File.Nodes {
+		if n.PeerID == peerID {
+			return n.Index
+		}
+	}
+	return 0
+}
+
+// Statement builds the statement for this cluster.
+func (c *Cluster) Statement(resource string, epoch uint64, holder string) Statement {
+	return Statement{Cluster: c.ID, Resource: resource, Epoch: epoch, Holder: holder}
+}

@@ -1,0 +1,538 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+// libp2p protocol IDs, one per message family, versioned.
+const (
+	ProtoStatus  = "/palisade/status/1.0.0"
+	ProtoAcquire = "/palisade/acquire/1.0.0"
+	ProtoCommit  = "/palisade/commit/1.0.0"
+	ProtoRenew   = "/palisade/renew/1.0.0"
+	ProtoRelease = "/palisade/release/1.0.0"
+)
+
+// Frame and field limits.
+const (
+	// MaxFrameSize caps every request and reply frame. The largest message,
+	// a Status reply with a token, is well under 1 KiB.
+	MaxFrameSize = 4 << 10
+	// MaxMessageLen caps the human-readable text in a refusal.
+	MaxMessageLen = 256
+	// MaxIdentitySigLen caps a node's identity signature on a vote (an
+	// Ed25519 signature is 64 bytes; other libp2p key types are larger).
+	MaxIdentitySigLen = 1024
+	// MaxTTL is the longest lease a node grants.
+	MaxTTL = time.Hour
+	// maxWireDuration bounds every duration field, so decoding cannot
+	// overflow time.Duration.
+	maxWireDuration = 1000 * MaxTTL
+)
+
+// Errors callers can branch on.
+var (
+	// ErrFrameTooLarge reports a frame whose announced length exceeds the cap.
+	// The body is not read.
+	ErrFrameTooLarge = errors.New("protocol: frame too large")
+)
+
+// WriteFrame writes one uvarint-length-prefixed frame.
+func WriteFrame(w io.Writer, msg []byte) error {
+	if len(msg) > MaxFrameSize {
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrFrameTooLarge, len(msg), MaxFrameSize)
+	}
+	buf := binary.AppendUvarint(make([]byte, 0, len(msg)+3), uint64(len(msg)))
+	_, err := w.Write(append(buf, msg...))
+	return err
+}
+
+// ReadFrame reads one frame of at most max bytes. A larger announced length
+// is refused before any of the body is read.
+func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	var hdr [binary.MaxVarintLen64]byte
+	var n uint64
+	for i := 0; ; i++ {
+		if i == len(hdr) {
+			return nil, fmt.Errorf("%w: frame length varint too long", ErrMalformed)
+		}
+		if _, err := io.ReadFull(r, hdr[i:i+1]); err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if hdr[i] < 0x80 {
+			v, k := binary.Uvarint(hdr[:i+1])
+			if k != i+1 || k != uvarintLen(v) {
+				return nil, fmt.Errorf("%w: non-minimal frame length", ErrMalformed)
+			}
+			n = v
+			break
+		}
+	}
+	if n > uint64(max) {
+		return nil, fmt.Errorf("%w: %d bytes, cap %d", ErrFrameTooLarge, n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return body, nil
+}
+
+// Code says why a node refused a request.
+type Code uint8
+
+// Refusal codes. Clients branch on them.
+const (
+	CodeOK           Code = 0
+	CodeStale        Code = 1 // epoch not above the node's last epoch
+	CodeTooFar       Code = 2 // epoch above known + MaxEpochStep
+	CodeUnauthorised Code = 3 // the client may not hold this resource
+	CodeWrongCluster Code = 4 // request for another cluster
+	CodeBadRequest   Code = 5 // invalid fields or proof
+	CodeNotHolder    Code = 6 // renew or release by someone without the lease
+	CodeNoLease      Code = 7 // lease expired or superseded
+	CodeInternal     Code = 8 // the node failed (store error)
+	codeMax          Code = 8
+)
+
+var codeNames = [...]string{"ok", "stale epoch", "epoch too far ahead", "unauthorised", "wrong cluster", "bad request", "not the holder", "no lease", "internal error"}
+
+// String names the code.
+func (c Code) String() string {
+	if c <= codeMax {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", uint8(c))
+}
+
+// StatusRequest asks a node what it knows of a resource.
+type StatusRequest struct {
+	Resource string
+}
+
+// StatusReply is one node's view of a resource.
+type StatusReply struct {
+	// LastEpoch is the highest epoch the node voted for or saw certified.
+	LastEpoch uint64
+	// Holder holds the node's lease (or uncommitted vote), if any is live.
+	Holder string
+	// LeaseEpoch is the epoch of that lease.
+	LeaseEpoch uint64
+	// LeaseLeft is how long the lease has left, 0 if none.
+	LeaseLeft time.Duration
+	// Certified is the highest token the node knows, if any.
+	Certified *Token
+}
+
+// AcquireRequest asks a node to vote for the sender (the holder, taken from
+// the authenticated connection) at an epoch.
+type AcquireRequest struct {
+	Cluster  ClusterID
+	Resource string
+	Epoch    uint64
+	TTL      time.Duration
+	// Proof is an optional certified token that lets a lagging node catch up.
+	Proof *Token
+}
+
+// ReplyKind says which variant an AcquireReply is.
+type ReplyKind uint8
+
+// Acquire reply kinds.
+const (
+	KindVote   ReplyKind = 1
+	KindBusy   ReplyKind = 2
+	KindRefuse ReplyKind = 3
+)
+
+// AcquireReply is a Vote, Busy or Refuse.
+type AcquireReply struct {
+	Kind ReplyKind
+	// Vote: the partial signature over the statement, and the node's identity
+	// signature over Statement.VoteBytes.
+	Partial     crypto.PartialSig
+	IdentitySig []byte
+	// Busy: who holds the resource, at which epoch, for how long.
+	Holder     string
+	LeaseEpoch uint64
+	Left       time.Duration
+	// Refuse: why, and the node's last epoch.
+	Code      Code
+	LastEpoch uint64
+	Message   string
+}
+
+// CommitRequest tells a node that a token is certified and starts its lease.
+type CommitRequest struct {
+	Token Token
+	TTL   time.Duration
+}
+
+// RenewRequest extends the sender's lease at an epoch.
+type RenewRequest struct {
+	Cluster  ClusterID
+	Resource string
+	Epoch    uint64
+	TTL      time.Duration
+}
+
+// ReleaseRequest ends the sender's lease.
+type ReleaseRequest struct {
+	Token Token
+}
+
+// Ack answers Commit, Renew and Release.
+type Ack struct {
+	Code      Code
+	LastEpoch uint64
+	Left      time.Duration
+	Message   string
+}
+
+// Err returns nil for CodeOK and a *RefusedError otherwise.
+func (a Ack) Err() error {
+	if a.Code == CodeOK {
+		return nil
+	}
+	return &RefusedError{Code: a.Code, LastEpoch: a.LastEpoch, Message: a.Message}
+}
+
+// RefusedError is a node's refusal.
+type RefusedError struct {
+	Code      Code
+	LastEpoch uint64
+	Message   string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("refused: %s (last epoch %d)", e.Code, e.LastEpoch)
+	}
+	return fmt.Sprintf("refused: %s (last epoch %d): %s", e.Code, e.LastEpoch, e.Message)
+}
+
+func durMS(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64(d / time.Millisecond)
+}
+
+func msDur(d *decoder, what string) time.Duration {
+	v := d.u64(what)
+	if v > uint64(maxWireDuration/time.Millisecond) {
+		d.fail("%s: %d ms out of range", what, v)
+		return 0
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
+func (e *encoder) optToken(t *Token) {
+	if t == nil {
+		e.u8(0)
+		return
+	}
+	e.u8(1)
+	e.b = t.appendTo(e.b)
+}
+
+func (d *decoder) optToken() *Token {
+	switch d.u8("token flag") {
+	case 0:
+		return nil
+	case 1:
+		t, err := decodeToken(d)
+		if err != nil {
+			if d.err == nil {
+				d.err = err
+			}
+			return nil
+		}
+		return &t
+	default:
+		d.fail("token flag not 0 or 1")
+		return nil
+	}
+}
+
+func (d *decoder) code() Code {
+	c := Code(d.u8("code"))
+	if c > codeMax {
+		d.fail("unknown code %d", c)
+	}
+	return c
+}
+
+func (d *decoder) resource() string {
+	r := d.str("resource", MaxResourceLen)
+	if d.err == nil {
+		if err := ValidateResource(r); err != nil {
+			d.err = err
+		}
+	}
+	return r
+}
+
+func (d *decoder) holder() string {
+	h := d.str("holder", MaxHolderLen)
+	if d.err == nil && h != "" {
+		if err := ValidateHolder(h); err != nil {
+			d.err = err
+		}
+	}
+	return h
+}
+
+// Marshal encodes the request.
+func (m StatusRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.str(m.Resource)
+	return e.b
+}
+
+// UnmarshalStatusRequest decodes a StatusRequest strictly.
+func UnmarshalStatusRequest(b []byte) (StatusRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	m := StatusRequest{Resource: d.resource()}
+	if err := d.finish(); err != nil {
+		return StatusRequest{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the reply.
+func (m StatusReply) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.u64(m.LastEpoch)
+	e.str(m.Holder)
+	e.u64(m.LeaseEpoch)
+	e.u64(durMS(m.LeaseLeft))
+	e.optToken(m.Certified)
+	return e.b
+}
+
+// UnmarshalStatusReply decodes a StatusReply strictly.
+func UnmarshalStatusReply(b []byte) (StatusReply, error) {
+	d := decoder{b: b}
+	d.version()
+	m := StatusReply{
+		LastEpoch:  d.u64("last epoch"),
+		Holder:     d.holder(),
+		LeaseEpoch: d.u64("lease epoch"),
+		LeaseLeft:  msDur(&d, "lease left"),
+		Certified:  d.optToken(),
+	}
+	if err := d.finish(); err != nil {
+		return StatusReply{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the request.
+func (m AcquireRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.fixed(m.Cluster[:])
+	e.str(m.Resource)
+	e.u64(m.Epoch)
+	e.u64(durMS(m.TTL))
+	e.optToken(m.Proof)
+	return e.b
+}
+
+// UnmarshalAcquireRequest decodes an AcquireRequest strictly.
+func UnmarshalAcquireRequest(b []byte) (AcquireRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	var m AcquireRequest
+	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+	m.Resource = d.resource()
+	m.Epoch = d.u64("epoch")
+	m.TTL = msDur(&d, "ttl")
+	m.Proof = d.optToken()
+	if err := d.finish(); err != nil {
+		return AcquireRequest{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the reply; only the fields of its Kind are written.
+func (m AcquireReply) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.u8(uint8(m.Kind))
+	switch m.Kind {
+	case KindVote:
+		e.fixed(m.Partial.Marshal())
+		e.bytes(m.IdentitySig)
+	case KindBusy:
+		e.str(m.Holder)
+		e.u64(m.LeaseEpoch)
+		e.u64(durMS(m.Left))
+	case KindRefuse:
+		e.u8(uint8(m.Code))
+		e.u64(m.LastEpoch)
+		e.str(m.Message)
+	}
+	return e.b
+}
+
+// UnmarshalAcquireReply decodes an AcquireReply strictly.
+func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
+	d := decoder{b: b}
+	d.version()
+	m := AcquireReply{Kind: ReplyKind(d.u8("kind"))}
+	switch {
+	case d.err != nil:
+	case m.Kind == KindVote:
+		raw := d.take(crypto.PartialSize, "partial")
+		if d.err == nil {
+			p, err := crypto.ParsePartial(raw)
+			if err != nil {
+				d.fail("partial: %v", err)
+			}
+			m.Partial = p
+		}
+		m.IdentitySig = d.bytes("identity signature", MaxIdentitySigLen)
+		if d.err == nil && len(m.IdentitySig) == 0 {
+			d.fail("vote without identity signature")
+		}
+	case m.Kind == KindBusy:
+		m.Holder = d.holder()
+		m.LeaseEpoch = d.u64("lease epoch")
+		m.Left = msDur(&d, "left")
+	case m.Kind == KindRefuse:
+		m.Code = d.code()
+		m.LastEpoch = d.u64("last epoch")
+		m.Message = d.str("message", MaxMessageLen)
+	default:
+		d.fail("unknown reply kind %d", m.Kind)
+	}
+	if err := d.finish(); err != nil {
+		return AcquireReply{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the request.
+func (m CommitRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.b = m.Token.appendTo(e.b)
+	e.u64(durMS(m.TTL))
+	return e.b
+}
+
+// UnmarshalCommitRequest decodes a CommitRequest strictly.
+func UnmarshalCommitRequest(b []byte) (CommitRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	var m CommitRequest
+	if d.err == nil {
+		t, err := decodeToken(&d)
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+		m.Token = t
+	}
+	m.TTL = msDur(&d, "ttl")
+	if err := d.finish(); err != nil {
+		return CommitRequest{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the request.
+func (m RenewRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.fixed(m.Cluster[:])
+	e.str(m.Resource)
+	e.u64(m.Epoch)
+	e.u64(durMS(m.TTL))
+	return e.b
+}
+
+// UnmarshalRenewRequest decodes a RenewRequest strictly.
+func UnmarshalRenewRequest(b []byte) (RenewRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	var m RenewRequest
+	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+	m.Resource = d.resource()
+	m.Epoch = d.u64("epoch")
+	m.TTL = msDur(&d, "ttl")
+	if err := d.finish(); err != nil {
+		return RenewRequest{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the request.
+func (m ReleaseRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.b = m.Token.appendTo(e.b)
+	return e.b
+}
+
+// UnmarshalReleaseRequest decodes a ReleaseRequest strictly.
+func UnmarshalReleaseRequest(b []byte) (ReleaseRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	var m ReleaseRequest
+	if d.err == nil {
+		t, err := decodeToken(&d)
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+		m.Token = t
+	}
+	if err := d.finish(); err != nil {
+		return ReleaseRequest{}, err
+	}
+	return m, nil
+}
+
+// Marshal encodes the ack.
+func (m Ack) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.u8(uint8(m.Code))
+	e.u64(m.LastEpoch)
+	e.u64(durMS(m.Left))
+	e.str(m.Message)
+	return e.b
+}
+
+// UnmarshalAck decodes an Ack strictly.
+func UnmarshalAck(b []byte) (Ack, error) {
+	d := decoder{b: b}
+	d.version()
+	m := Ack{Code: d.code(), LastEpoch: d.u64("last epoch"), Left: msDur(&d, "left"), Message: d.str("message", MaxMessageLen)}
+	if err := d.finish(); err != nil {
+		return Ack{}, err
+	}
+	return m, nil
+}
+
+func (d *decoder) version() {
+	if v := d.u8("version"); d.err == nil && v != Version {
+		d.fail("version %d, want %d", v, Version)
+	}
+}
