@@ -21,6 +21,7 @@ package crypto
 import (
 	"bytes"
 	"crypto/cipher"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -543,4 +544,31 @@ func (s readerStream) XORKeyStream(dst, src []byte) {
 	for i := range src {
 		dst[i] = src[i] ^ buf[i]
 	}
+}
+
+// MarshalText encodes the partial as hex of its wire form; the zero value
+// encodes as an empty string.
+func (p PartialSig) MarshalText() ([]byte, error) {
+	if p == (PartialSig{}) {
+		return []byte{}, nil
+	}
+	return []byte(hex.EncodeToString(p.Marshal())), nil
+}
+
+// UnmarshalText decodes MarshalText's output strictly.
+func (p *PartialSig) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*p = PartialSig{}
+		return nil
+	}
+	raw, err := hex.DecodeString(string(b))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedPoint, err)
+	}
+	q, err := ParsePartial(raw)
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
 }

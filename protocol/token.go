@@ -251,3 +251,22 @@ func ParseTokenText(s string) (Token, error) {
 func (t Token) Digest() [32]byte {
 	return sha256.Sum256(t.appendTo(nil))
 }
+
+// MarshalText returns the text form, so tokens read well in JSON.
+func (t Token) MarshalText() ([]byte, error) {
+	b, err := t.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return []byte(TokenTextPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
+}
+
+// UnmarshalText parses the text form strictly.
+func (t *Token) UnmarshalText(b []byte) error {
+	v, err := ParseTokenText(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}

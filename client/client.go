@@ -1,0 +1,598 @@
+// Package client acquires fencing tokens from a Palisade cluster and keeps
+// the leases that go with them.
+//
+// Acquire asks 2f+1 nodes for their status, picks the next epoch from the
+// (f+1)-th highest report (so f liars cannot inflate it), asks every node
+// for a vote, combines the first 2f+1 votes optimistically into a token,
+// and commits it to 2f+1 nodes. The returned Lock renews its lease in the
+// background and reports loss on Lost. Safety never depends on the lease:
+// the resource checks the token's epoch.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/jonboulle/clockwork"
+	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+var log = logging.Logger("palisade/client")
+
+// Config configures a Client.
+type Config struct {
+	// Cluster is the checked cluster file.
+	Cluster *protocol.Cluster
+	// Identity is the client's libp2p key; its peer ID is the holder named
+	// in tokens and must be authorised in the cluster file.
+	Identity lcrypto.PrivKey
+	// Clock drives lease deadlines, renewals and backoff (default real).
+	Clock clockwork.Clock
+	// RequestTimeout bounds one request to one node (default 2 s).
+	RequestTimeout time.Duration
+	// DefaultTTL is the lease length when Acquire is given none (10 s).
+	DefaultTTL time.Duration
+	// MinBackoff and MaxBackoff bound the randomised wait between
+	// attempts (default 5 ms and 500 ms).
+	MinBackoff, MaxBackoff time.Duration
+	// Seed seeds the backoff jitter; 0 picks a random seed.
+	Seed uint64
+}
+
+func (c *Config) validate() error {
+	if c.Cluster == nil || c.Identity == nil {
+		return errors.New("client: config needs Cluster and Identity")
+	}
+	if len(c.Cluster.File.Nodes) != c.Cluster.File.N {
+		return fmt.Errorf("client: cluster file lists %d nodes, want %d", len(c.Cluster.File.Nodes), c.Cluster.File.N)
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 2 * time.Second
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = 10 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 5 * time.Millisecond
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = 500 * time.Millisecond
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+	return nil
+}
+
+type member struct {
+	index int
+	id    peer.ID
+	pub   lcrypto.PubKey
+}
+
+// Client talks to one cluster. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	host    host.Host
+	ownHost bool
+	members []member
+	f, t    int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	rmu sync.Mutex
+	rng *rand.Rand
+}
+
+// New starts a client with its own libp2p host (no listen addresses).
+func New(cfg Config) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ids, err := memberIDs(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	h, err := p2p.NewHost(cfg.Identity, nil, p2p.NewGater(ids...))
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(cfg, h)
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	c.ownHost = true
+	return c, nil
+}
+
+// NewWithHost makes a client on an existing host, which it does not close.
+func NewWithHost(cfg Config, h host.Host) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newClient(cfg, h)
+}
+
+func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
+	ss := make([]string, len(c.File.Nodes))
+	for i, n := range c.File.Nodes {
+		ss[i] = n.PeerID
+	}
+	return p2p.PeerIDs(ss...)
+}
+
+func newClient(cfg Config, h host.Host) (*Client, error) {
+	f, t := crypto.FaultThreshold(cfg.Cluster.File.N)
+	c := &Client{cfg: cfg, host: h, f: f, t: t, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	for _, n := range cfg.Cluster.File.Nodes {
+		id, err := peer.Decode(n.PeerID)
+		if err != nil {
+			return nil, fmt.Errorf("client: node %d peer ID: %w", n.Index, err)
+		}
+		pub, err := id.ExtractPublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("client: node %d public key: %w", n.Index, err)
+		}
+		if err := p2p.AddPeer(h, id, n.Addrs); err != nil {
+			return nil, err
+		}
+		c.members = append(c.members, member{index: n.Index, id: id, pub: pub})
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// ID is the client's holder identity (its peer ID).
+func (c *Client) ID() string { return c.host.ID().String() }
+
+// Close stops every lock's renewal and the client's background requests,
+// and closes the host if the client made it. It does not release locks:
+// their leases run out.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	if c.ownHost {
+		return c.host.Close()
+	}
+	return nil
+}
+
+// Option adjusts one Acquire.
+type Option func(*acquireOptions)
+
+type acquireOptions struct {
+	ttl  time.Duration
+	wait time.Duration
+}
+
+// WithTTL sets the lease length (default Config.DefaultTTL).
+func WithTTL(d time.Duration) Option { return func(o *acquireOptions) { o.ttl = d } }
+
+// WithWait makes Acquire wait up to d for a busy resource, retrying with
+// randomised backoff. Without it Acquire tries once and fails with ErrBusy.
+func WithWait(d time.Duration) Option { return func(o *acquireOptions) { o.wait = d } }
+
+// errRetry marks an attempt that failed for a reason the next attempt
+// (with a higher epoch) may fix: a stale epoch or split votes.
+type errRetry struct{ err error }
+
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }
+
+// maxQuickRetries bounds retries of stale epochs and split votes in try
+// mode.
+const maxQuickRetries = 8
+
+// Acquire obtains a token for resource and starts renewing its lease.
+func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (*Lock, error) {
+	if err := protocol.ValidateResource(resource); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	o := acquireOptions{ttl: c.cfg.DefaultTTL}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.ttl > protocol.MaxTTL {
+		return nil, fmt.Errorf("client: ttl %v exceeds %v", o.ttl, protocol.MaxTTL)
+	}
+	if o.wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.wait)
+		defer cancel()
+	}
+	var floor uint64 // the lowest epoch worth trying, learned from refusals
+	backoff := c.cfg.MinBackoff
+	for attempt := 0; ; attempt++ {
+		if c.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		lock, err := c.attempt(ctx, resource, o.ttl, &floor)
+		if err == nil {
+			return lock, nil
+		}
+		var busy *BusyError
+		var retry errRetry
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, ctx.Err(), err)
+		case errors.As(err, &busy) && o.wait > 0:
+			// Wait about as long as the holder has left, jittered.
+			backoff = max(c.cfg.MinBackoff, min(busy.Left, c.cfg.MaxBackoff))
+		case errors.As(err, &retry) && (o.wait > 0 || attempt < maxQuickRetries):
+			backoff = min(2*backoff, c.cfg.MaxBackoff)
+		case errors.Is(err, ErrNotEnoughNodes) && o.wait > 0:
+			backoff = min(2*backoff, c.cfg.MaxBackoff)
+		default:
+			return nil, err
+		}
+		if err := c.sleep(ctx, c.jitter(backoff)); err != nil {
+			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, err, unwrapRetry(err))
+		}
+	}
+}
+
+func unwrapRetry(err error) error {
+	var r errRetry
+	if errors.As(err, &r) {
+		return r.err
+	}
+	return err
+}
+
+func (c *Client) jitter(d time.Duration) time.Duration {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return d/2 + time.Duration(c.rng.Int64N(int64(d)/2+1))
+}
+
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	case <-c.cfg.Clock.After(d):
+		return nil
+	}
+}
+
+// reply is one node's answer in a fan-out.
+type reply struct {
+	m   member
+	b   []byte
+	err error
+}
+
+// fanOut sends req to every member concurrently. Replies arrive on the
+// returned channel, which has room for all of them, so no sender blocks.
+// The calls end with ctx.
+func (c *Client) fanOut(ctx context.Context, proto string, req []byte) <-chan reply {
+	out := make(chan reply, len(c.members))
+	for _, m := range c.members {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+			defer cancel()
+			b, err := p2p.Call(cctx, c.host, m.id, proto, req)
+			out <- reply{m: m, b: b, err: err}
+		}()
+	}
+	return out
+}
+
+// linked returns a context that ends with ctx or with the client.
+func (c *Client) linked(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// NodeStatus is one node's answer to Status.
+type NodeStatus struct {
+	Index int
+	Peer  string
+	protocol.StatusReply
+}
+
+// Status asks every node about resource and returns the answers of at least
+// 2f+1 of them.
+func (c *Client) Status(ctx context.Context, resource string) ([]NodeStatus, error) {
+	sts, _, err := c.status(ctx, resource)
+	return sts, err
+}
+
+func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, *protocol.Token, error) {
+	ctx, cancel := c.linked(ctx)
+	defer cancel()
+	ch := c.fanOut(ctx, protocol.ProtoStatus, protocol.StatusRequest{Resource: resource}.Marshal())
+	var sts []NodeStatus
+	var failed []*NodeError
+	for range c.members {
+		r := <-ch
+		var st protocol.StatusReply
+		err := r.err
+		if err == nil {
+			st, err = protocol.UnmarshalStatusReply(r.b)
+		}
+		if err != nil {
+			failed = append(failed, &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: err})
+			continue
+		}
+		sts = append(sts, NodeStatus{Index: r.m.index, Peer: r.m.id.String(), StatusReply: st})
+		if len(sts) == c.t {
+			break // a quorum is enough; the rest are cancelled
+		}
+	}
+	if len(sts) < c.t {
+		return nil, nil, &QuorumError{Op: "status", Need: c.t, Got: len(sts), Nodes: failed}
+	}
+	return sts, c.bestToken(resource, sts), nil
+}
+
+// bestToken returns the highest certified token among the reports that
+// verifies, checking at most f+1 claims so liars cannot make us pay a
+// pairing per node.
+func (c *Client) bestToken(resource string, sts []NodeStatus) *protocol.Token {
+	var claims []*protocol.Token
+	for _, s := range sts {
+		if t := s.Certified; t != nil && t.Cluster == c.cfg.Cluster.ID && t.Resource == resource {
+			claims = append(claims, t)
+		}
+	}
+	sort.Slice(claims, func(i, j int) bool { return claims[i].Epoch > claims[j].Epoch })
+	for i, t := range claims {
+		if i > c.f {
+			break
+		}
+		if c.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature) == nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// nextEpoch picks the epoch to ask for: one above the (f+1)-th highest
+// reported epoch (at least one honest node is at or above it, so f liars
+// cannot inflate it), above any verified token and the floor.
+func (c *Client) nextEpoch(sts []NodeStatus, proof *protocol.Token, floor uint64) uint64 {
+	es := make([]uint64, len(sts))
+	for i, s := range sts {
+		es[i] = s.LastEpoch
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i] > es[j] })
+	base := es[min(c.f, len(es)-1)]
+	if proof != nil && proof.Epoch > base {
+		base = proof.Epoch
+	}
+	if floor > base+1 {
+		return floor
+	}
+	return base + 1
+}
+
+// attempt is one acquisition round: status, votes, combine, commit.
+func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration, floor *uint64) (*Lock, error) {
+	sts, proof, err := c.status(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	epoch := c.nextEpoch(sts, proof, *floor)
+	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
+	msg := stmt.SignedBytes()
+	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof}.Marshal()
+
+	rctx, cancel := c.linked(ctx)
+	defer cancel()
+	ch := c.fanOut(rctx, protocol.ProtoAcquire, req)
+	var (
+		votes   []crypto.PartialSig
+		failed  []*NodeError
+		busy    []protocol.AcquireReply
+		busyIdx []int
+		stale   []uint64
+		hard    []*NodeError // refusals retrying cannot fix
+		tok     *protocol.Token
+	)
+	fail := func(m member, err error) {
+		failed = append(failed, &NodeError{Index: m.index, Peer: m.id.String(), Err: err})
+	}
+	for range c.members {
+		r := <-ch
+		if r.err != nil {
+			fail(r.m, r.err)
+			continue
+		}
+		ar, err := protocol.UnmarshalAcquireReply(r.b)
+		if err != nil {
+			fail(r.m, err)
+			continue
+		}
+		switch ar.Kind {
+		case protocol.KindVote:
+			if err := c.checkVote(r.m, stmt, ar); err != nil {
+				fail(r.m, err)
+				continue
+			}
+			votes = append(votes, ar.Partial)
+		case protocol.KindBusy:
+			busy = append(busy, ar)
+			busyIdx = append(busyIdx, r.m.index)
+			fail(r.m, fmt.Errorf("busy: held by %s at epoch %d", shortID(ar.Holder), ar.LeaseEpoch))
+		default:
+			e := &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: &protocol.RefusedError{Code: ar.Code, LastEpoch: ar.LastEpoch, Message: ar.Message}}
+			failed = append(failed, e)
+			switch ar.Code {
+			case protocol.CodeStale, protocol.CodeTooFar:
+				stale = append(stale, ar.LastEpoch)
+			case protocol.CodeUnauthorised, protocol.CodeWrongCluster, protocol.CodeBadRequest:
+				hard = append(hard, e)
+			}
+		}
+		if len(votes) >= c.t {
+			sig, bad, err := c.cfg.Cluster.Key.Combine(msg, votes)
+			for _, idx := range bad {
+				fail(c.members[idx-1], fmt.Errorf("invalid partial signature"))
+				log.Warnw("node sent an invalid partial", "node", idx, "resource", resource, "epoch", epoch)
+				votes = dropIndex(votes, idx)
+			}
+			if err == nil {
+				tok = &protocol.Token{Statement: stmt, Signature: sig}
+				break
+			}
+		}
+	}
+	if tok == nil {
+		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), floor)
+	}
+	cancel()
+	return c.commit(ctx, *tok, ttl)
+}
+
+func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {
+	out := ps[:0]
+	for _, p := range ps {
+		if p.Index != idx {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkVote does the cheap checks on a vote: the partial's index is the
+// sender's, and the identity signature over the statement is the sender's.
+// The partial itself is checked by the combination.
+func (c *Client) checkVote(m member, stmt protocol.Statement, ar protocol.AcquireReply) error {
+	if ar.Partial.Index != m.index {
+		return fmt.Errorf("vote carries share index %d", ar.Partial.Index)
+	}
+	ok, err := m.pub.Verify(stmt.VoteBytes(), ar.IdentitySig)
+	if err != nil || !ok {
+		return errors.New("vote identity signature does not verify")
+	}
+	return nil
+}
+
+// roundError explains a failed round and decides whether it is worth
+// retrying.
+func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, busy []protocol.AcquireReply, busyIdx []int, stale []uint64, hard []*NodeError, votes int, floor *uint64) error {
+	qe := &QuorumError{Op: fmt.Sprintf("acquire %q at epoch %d", resource, epoch), Need: c.t, Got: votes, Nodes: failed}
+	if len(hard) > c.f {
+		return &RefusedError{Op: qe.Op, Nodes: hard}
+	}
+	if len(stale) > c.f {
+		// At least one honest node is at or above the (f+1)-th highest
+		// reported epoch: start the next round above it.
+		sort.Slice(stale, func(i, j int) bool { return stale[i] > stale[j] })
+		if next := stale[c.f] + 1; next > *floor {
+			*floor = next
+		}
+		return errRetry{qe}
+	}
+	if len(busy) > c.f {
+		// Report the holder the busy nodes name most, with the shortest time
+		// left among them.
+		count := map[string]int{}
+		be := &BusyError{Resource: resource, Nodes: busyIdx}
+		for _, b := range busy {
+			count[b.Holder]++
+			if count[b.Holder] > count[be.Holder] {
+				be.Holder, be.Epoch = b.Holder, b.LeaseEpoch
+			}
+		}
+		for _, b := range busy {
+			if b.Holder == be.Holder && (be.Left == 0 || b.Left < be.Left) {
+				be.Left = b.Left
+			}
+		}
+		if be.Holder == c.ID() {
+			// Our own earlier, uncommitted votes: a split round of ours.
+			return errRetry{qe}
+		}
+		return be
+	}
+	if votes > 0 || len(busy) > 0 || len(stale) > 0 {
+		// Split votes: nobody can finish this epoch; try a higher one.
+		if epoch+1 > *floor {
+			*floor = epoch + 1
+		}
+		return errRetry{qe}
+	}
+	return qe
+}
+
+// commit tells every node the token is certified and waits for 2f+1 acks.
+// The lease runs from when the commit was sent.
+func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration) (*Lock, error) {
+	sent := c.cfg.Clock.Now()
+	if _, _, err := c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal()); err != nil {
+		return nil, err
+	}
+	l := newLock(c, tok, ttl, sent)
+	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
+	return l, nil
+}
+
+// quorum sends req to all nodes and waits until 2f+1 acknowledge it, or
+// until it is certain they cannot. Requests to the other nodes carry on in
+// the background (owned by the client, bounded by RequestTimeout) so every
+// node hears of a commit. refusals counts nodes that refused.
+func (c *Client) quorum(ctx context.Context, op, proto string, req []byte) (oks, refusals int, err error) {
+	bg, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+	ch := c.fanOut(bg, proto, req)
+	fwd := make(chan reply, len(c.members))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		for range c.members {
+			fwd <- <-ch
+		}
+	}()
+	var failed []*NodeError
+	for range c.members {
+		var r reply
+		select {
+		case r = <-fwd:
+		case <-ctx.Done():
+			return oks, refusals, fmt.Errorf("client: %s: %w", op, ctx.Err())
+		}
+		var a protocol.Ack
+		err := r.err
+		if err == nil {
+			a, err = protocol.UnmarshalAck(r.b)
+		}
+		if err == nil {
+			if err = a.Err(); err != nil {
+				refusals++
+			}
+		}
+		if err != nil {
+			failed = append(failed, &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: err})
+			continue
+		}
+		oks++
+		if oks == c.t {
+			return oks, refusals, nil
+		}
+	}
+	return oks, refusals, &QuorumError{Op: op, Need: c.t, Got: oks, Nodes: failed}
+}

@@ -1,0 +1,125 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Errors callers can branch on (with errors.Is).
+var (
+	// ErrNotEnoughNodes: fewer than 2f+1 nodes gave a usable answer.
+	ErrNotEnoughNodes = errors.New("client: not enough nodes")
+	// ErrBusy: another holder has the resource.
+	ErrBusy = errors.New("client: resource busy")
+	// ErrRefused: nodes refused the request (unauthorised, wrong cluster …).
+	ErrRefused = errors.New("client: refused")
+	// ErrLost: the lock's lease ended before Release.
+	ErrLost = errors.New("client: lease lost")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("client: closed")
+)
+
+// NodeError is one node's failure, named by index and peer ID.
+type NodeError struct {
+	Index int
+	Peer  string
+	Err   error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("node %d (%s): %v", e.Index, shortID(e.Peer), e.Err)
+}
+
+// Unwrap returns the node's error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports that an operation could not gather 2f+1 usable
+// answers. It unwraps to ErrNotEnoughNodes and to every node's error.
+type QuorumError struct {
+	Op    string
+	Need  int
+	Got   int
+	Nodes []*NodeError
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "client: %s: %d of %d needed nodes answered", e.Op, e.Got, e.Need)
+	sort.Slice(e.Nodes, func(i, j int) bool { return e.Nodes[i].Index < e.Nodes[j].Index })
+	for i, n := range e.Nodes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(n.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is find ErrNotEnoughNodes and each node's error.
+func (e *QuorumError) Unwrap() []error {
+	out := []error{ErrNotEnoughNodes}
+	for _, n := range e.Nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Failed lists the indices of the nodes that failed.
+func (e *QuorumError) Failed() []int {
+	out := make([]int, len(e.Nodes))
+	for i, n := range e.Nodes {
+		out[i] = n.Index
+	}
+	sort.Ints(out)
+	return out
+}
+
+// BusyError reports who holds the resource, as enough nodes said.
+type BusyError struct {
+	Resource string
+	Holder   string
+	Epoch    uint64
+	Left     time.Duration
+	// Nodes are the indices of the nodes that answered busy.
+	Nodes []int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, shortID(e.Holder), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// RefusedError reports that enough nodes refused for a reason retrying
+// will not fix.
+type RefusedError struct {
+	Op    string
+	Nodes []*NodeError
+}
+
+func (e *RefusedError) Error() string {
+	q := &QuorumError{Op: e.Op, Nodes: e.Nodes}
+	return strings.Replace(q.Error(), "client: ", "client: refused: ", 1)
+}
+
+// Unwrap lets errors.Is find ErrRefused and each node's error.
+func (e *RefusedError) Unwrap() []error {
+	out := []error{ErrRefused}
+	for _, n := range e.Nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+func shortID(s string) string {
+	if len(s) > 16 {
+		return s[:6] + "…" + s[len(s)-6:]
+	}
+	return s
+}

@@ -1,0 +1,261 @@
+// Package p2p holds what node and client share about libp2p: a closed host
+// (TCP + Noise + yamux, no relay, NAT mapping, mDNS or hole punching), an
+// allowlist connection gater on peer IDs, one request/reply exchange over a
+// fresh stream with capped frames, and identity key files.
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	pproto "github.com/palisade-dev/palisade/protocol"
+)
+
+// ErrInsecureKeyFile reports a secret file readable by group or others.
+var ErrInsecureKeyFile = errors.New("p2p: key file is readable by others")
+
+// Gater admits only peers on its allowlist, at every stage of a connection.
+// A refused peer's Connect may still return nil; its NewStream fails.
+type Gater struct {
+	mu      sync.RWMutex
+	allow   map[peer.ID]bool
+	blocked map[peer.ID]bool
+}
+
+var _ connmgr.ConnectionGater = (*Gater)(nil)
+
+// NewGater returns a gater admitting exactly these peers.
+func NewGater(allow ...peer.ID) *Gater {
+	g := &Gater{allow: map[peer.ID]bool{}, blocked: map[peer.ID]bool{}}
+	for _, p := range allow {
+		g.allow[p] = true
+	}
+	return g
+}
+
+// Allow adds a peer to the allowlist.
+func (g *Gater) Allow(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.allow[p] = true
+}
+
+// Block refuses a peer even if allowed (fault injection in tests and
+// operator revocation); Unblock undoes it.
+func (g *Gater) Block(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.blocked[p] = true
+}
+
+// Unblock undoes Block.
+func (g *Gater) Unblock(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.blocked, p)
+}
+
+// Allowed reports whether p may connect.
+func (g *Gater) Allowed(p peer.ID) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.allow[p] && !g.blocked[p]
+}
+
+// InterceptPeerDial implements connmgr.ConnectionGater.
+func (g *Gater) InterceptPeerDial(p peer.ID) bool { return g.Allowed(p) }
+
+// InterceptAddrDial implements connmgr.ConnectionGater.
+func (g *Gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.Allowed(p) }
+
+// InterceptAccept implements connmgr.ConnectionGater: the peer is not known
+// yet, so it is checked once the handshake is secured.
+func (g *Gater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+
+// InterceptSecured implements connmgr.ConnectionGater.
+func (g *Gater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
+	return g.Allowed(p)
+}
+
+// InterceptUpgraded implements connmgr.ConnectionGater.
+func (g *Gater) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReason) {
+	return g.Allowed(c.RemotePeer()), 0
+}
+
+// NewHost starts a closed libp2p host: the given identity, TCP on the
+// listen addresses (none for a pure client), Noise, yamux, the gater, and
+// none of libp2p's discovery or relay machinery.
+func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host, error) {
+	opts := []libp2p.Option{
+		libp2p.Identity(identity),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ConnectionGater(gater),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+		libp2p.DisableIdentifyAddressDiscovery(),
+		libp2p.ForceReachabilityPublic(),
+		libp2p.Ping(false),
+	}
+	if len(listen) == 0 {
+		opts = append(opts, libp2p.NoListenAddrs)
+	} else {
+		opts = append(opts, libp2p.ListenAddrStrings(listen...))
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: new host: %w", err)
+	}
+	return h, nil
+}
+
+// AddPeer records a member's addresses permanently and protects its
+// connection from the connection manager.
+func AddPeer(h host.Host, id peer.ID, addrs []string) error {
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return fmt.Errorf("p2p: peer %s address %q: %w", id, a, err)
+		}
+		h.Peerstore().AddAddr(id, m, permanentAddrTTL)
+	}
+	h.ConnManager().Protect(id, "palisade-member")
+	return nil
+}
+
+const permanentAddrTTL = time.Duration(1<<63 - 1)
+
+// Call sends one request frame on a fresh stream of proto and reads one
+// reply frame, all within ctx.
+func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte) ([]byte, error) {
+	ctx = network.WithForceDirectDial(ctx, "palisade member")
+	s, err := h.NewStream(ctx, p, protocol.ID(proto))
+	if err != nil {
+		return nil, fmt.Errorf("open %s stream: %w", proto, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if err := pproto.WriteFrame(s, req); err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("send %s: %w", proto, ctxErr(ctx, err))
+	}
+	if err := s.CloseWrite(); err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("send %s: %w", proto, ctxErr(ctx, err))
+	}
+	reply, err := pproto.ReadFrame(s, pproto.MaxFrameSize)
+	if err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("read %s reply: %w", proto, ctxErr(ctx, err))
+	}
+	_ = s.Close()
+	return reply, nil
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// GenerateIdentity makes a new Ed25519 identity from rand.
+func GenerateIdentity(rand io.Reader) (crypto.PrivKey, error) {
+	k, _, err := crypto.GenerateEd25519Key(rand)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: generate identity: %w", err)
+	}
+	return k, nil
+}
+
+// SaveIdentity writes a private key file with mode 0600.
+func SaveIdentity(path string, k crypto.PrivKey) error {
+	b, err := crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return fmt.Errorf("p2p: marshal identity: %w", err)
+	}
+	return WriteSecret(path, b)
+}
+
+// LoadIdentity reads a private key file, refusing one readable by others.
+func LoadIdentity(path string) (crypto.PrivKey, error) {
+	b, err := ReadSecret(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// WriteSecret writes a secret file with mode 0600, refusing to overwrite.
+func WriteSecret(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("p2p: write secret: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("p2p: write secret %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("p2p: sync secret %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ReadSecret reads a secret file, refusing one whose mode lets group or
+// others read it.
+func ReadSecret(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: read secret: %w", err)
+	}
+	if st.Mode().Perm()&fs.FileMode(0o077) != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %v, want 0600", ErrInsecureKeyFile, path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: read secret: %w", err)
+	}
+	return b, nil
+}
+
+// PeerIDs parses peer ID strings.
+func PeerIDs(ss ...string) ([]peer.ID, error) {
+	out := make([]peer.ID, len(ss))
+	for i, s := range ss {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: peer ID %q: %w", s, err)
+		}
+		out[i] = id
+	}
+	return out, nil
+}

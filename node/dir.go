@@ -1,0 +1,170 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jonboulle/clockwork"
+	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Files in a node directory.
+const (
+	ClusterFileName  = "cluster.json"
+	ShareFileName    = "share.key"
+	IdentityFileName = "identity.key"
+	NodeFileName     = "node.json"
+	StoreFileName    = "votes.db"
+)
+
+// NodeFile is node.json: the node's own settings.
+type NodeFile struct {
+	Index  int      `json:"index"`
+	Listen []string `json:"listen"`
+}
+
+// WriteDir creates a node directory: the cluster file, the secret share and
+// identity (mode 0600) and node.json.
+func WriteDir(dir string, cf protocol.ClusterFile, share *crypto.Share, id lcrypto.PrivKey, listen []string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("node: create %s: %w", dir, err)
+	}
+	if err := cf.Save(filepath.Join(dir, ClusterFileName)); err != nil {
+		return err
+	}
+	raw, err := share.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := p2p.WriteSecret(filepath.Join(dir, ShareFileName), raw); err != nil {
+		return err
+	}
+	if err := p2p.SaveIdentity(filepath.Join(dir, IdentityFileName), id); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(NodeFile{Index: share.Index(), Listen: listen}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, NodeFileName), append(b, '\n'), 0o644)
+}
+
+// Dir is a loaded node directory.
+type Dir struct {
+	Path     string
+	Cluster  *protocol.Cluster
+	Share    *crypto.Share
+	Identity lcrypto.PrivKey
+	Listen   []string
+}
+
+// LoadDir reads and checks a node directory: the share must belong to the
+// group key, the identity must be the cluster file's node of that index, and
+// secret files must not be readable by others.
+func LoadDir(dir string) (*Dir, error) {
+	c, err := protocol.LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := p2p.ReadSecret(filepath.Join(dir, ShareFileName))
+	if err != nil {
+		return nil, err
+	}
+	share, err := crypto.ParseShare(raw)
+	if err != nil {
+		return nil, fmt.Errorf("node: %s: %w", ShareFileName, err)
+	}
+	if err := c.Key.CheckShare(share); err != nil {
+		return nil, fmt.Errorf("node: %s: %w", ShareFileName, err)
+	}
+	id, err := p2p.LoadIdentity(filepath.Join(dir, IdentityFileName))
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, NodeFileName))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	var nf NodeFile
+	if err := json.Unmarshal(b, &nf); err != nil {
+		return nil, fmt.Errorf("node: %s: %w", NodeFileName, err)
+	}
+	pid, err := peer.IDFromPrivateKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("node: identity: %w", err)
+	}
+	if nf.Index != share.Index() || c.NodeIndex(pid.String()) != share.Index() {
+		return nil, fmt.Errorf("%w: %s: index %d, share %d, identity is node %d in cluster file", ErrBadConfig, dir, nf.Index, share.Index(), c.NodeIndex(pid.String()))
+	}
+	return &Dir{Path: dir, Cluster: c, Share: share, Identity: id, Listen: nf.Listen}, nil
+}
+
+// Running is a node started from a directory, with the host and store it
+// owns.
+type Running struct {
+	*Node
+	Gater *p2p.Gater
+	host  host.Host
+	store *BoltStore
+}
+
+// Start opens the directory's vote store, starts a closed libp2p host that
+// admits only members and configured clients, and runs the node with the
+// default rules.
+func (d *Dir) Start(clock clockwork.Clock) (*Running, error) {
+	return d.StartWith(clock, Hooks{}, Rules{})
+}
+
+// StartWith is Start with fault hooks and rules (zero Rules: defaults).
+func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Running, error) {
+	var ids []string
+	for _, n := range d.Cluster.File.Nodes {
+		ids = append(ids, n.PeerID)
+	}
+	for _, c := range d.Cluster.File.Clients {
+		ids = append(ids, c.PeerID)
+	}
+	allowed, err := p2p.PeerIDs(ids...)
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenBoltStore(filepath.Join(d.Path, StoreFileName))
+	if err != nil {
+		return nil, err
+	}
+	gater := p2p.NewGater(allowed...)
+	h, err := p2p.NewHost(d.Identity, d.Listen, gater)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	for _, n := range d.Cluster.File.Nodes {
+		id, _ := peer.Decode(n.PeerID)
+		if id != h.ID() {
+			_ = p2p.AddPeer(h, id, n.Addrs)
+		}
+	}
+	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules}, store, h, clock)
+	if err != nil {
+		_ = h.Close()
+		_ = store.Close()
+		return nil, err
+	}
+	return &Running{Node: n, Gater: gater, host: h, store: store}, nil
+}
+
+// Close stops the node, then its host and store.
+func (r *Running) Close() error {
+	err := r.Node.Close()
+	err = errors.Join(err, r.host.Close(), r.store.Close())
+	return err
+}

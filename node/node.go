@@ -1,0 +1,468 @@
+// Package node runs one Palisade node: a libp2p host that answers Status,
+// Acquire, Commit, Renew and Release, votes by the pure rules in state.go,
+// and writes every vote durably through a VoteStore before its partial
+// signature leaves the node.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/jonboulle/clockwork"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+var log = logging.Logger("palisade/node")
+
+// Errors callers can branch on.
+var (
+	// ErrClosed is returned by a closed node.
+	ErrClosed = errors.New("node: closed")
+	// ErrBadConfig reports an invalid Config.
+	ErrBadConfig = errors.New("node: bad config")
+)
+
+// Config is what a node needs besides its store, host and clock.
+type Config struct {
+	// Cluster is the checked cluster file.
+	Cluster *protocol.Cluster
+	// Share is this node's secret share; its index is the node's index.
+	Share *crypto.Share
+	// Rules are the voting parameters; see DefaultRules.
+	Rules Rules
+	// RequestTimeout bounds the handling of one request (default 5 s).
+	RequestTimeout time.Duration
+	// MaxInflightPerPeer bounds the requests one peer may have in progress;
+	// more are refused so one client cannot starve others (default 16).
+	MaxInflightPerPeer int
+	// Hooks inject faults; zero in production.
+	Hooks Hooks
+}
+
+// Hooks let tests and testnet inject faults around the honest node.
+type Hooks struct {
+	// Intercept runs before a request is handled; a non-nil error drops
+	// the request (its stream is reset). It may block until ctx ends to
+	// model delay.
+	Intercept func(ctx context.Context, proto string, from peer.ID) error
+}
+
+// DefaultRules are the voting defaults: MaxEpochStep from the cluster file
+// (protocol.DefaultMaxEpochStep if unset), VoteTimeout 2 s, DefaultTTL 10 s,
+// MaxTTL protocol.MaxTTL.
+func DefaultRules(c *protocol.Cluster) Rules {
+	step := c.File.MaxEpochStep
+	if step == 0 {
+		step = protocol.DefaultMaxEpochStep
+	}
+	return Rules{MaxEpochStep: step, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL}
+}
+
+// Validate checks the config and fills defaults.
+func (c *Config) Validate() error {
+	if c.Cluster == nil || c.Share == nil {
+		return fmt.Errorf("%w: cluster and share are required", ErrBadConfig)
+	}
+	if err := c.Cluster.Key.CheckShare(c.Share); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if c.Rules == (Rules{}) {
+		c.Rules = DefaultRules(c.Cluster)
+	}
+	if c.Rules.MaxEpochStep == 0 || c.Rules.VoteTimeout <= 0 || c.Rules.DefaultTTL <= 0 || c.Rules.MaxTTL < c.Rules.DefaultTTL {
+		return fmt.Errorf("%w: rules %+v", ErrBadConfig, c.Rules)
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.MaxInflightPerPeer <= 0 {
+		c.MaxInflightPerPeer = 16
+	}
+	return nil
+}
+
+const numShards = 64
+
+type shard struct {
+	mu   sync.Mutex
+	recs map[string]Record
+}
+
+// Node is one running node. Close stops it.
+type Node struct {
+	cfg   Config
+	store VoteStore
+	host  host.Host
+	clock clockwork.Clock
+	stmt  func(resource string, epoch uint64, holder string) protocol.Statement
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeMu sync.RWMutex
+	closed  bool
+
+	shards   [numShards]shard
+	inflight sync.Map // peer.ID -> chan struct{}
+	verified tokenCache
+}
+
+// New starts a node on host h: it registers the protocol handlers and
+// answers until Close. The node does not own h or store; the caller closes
+// them after the node.
+func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if idx := cfg.Cluster.NodeIndex(h.ID().String()); len(cfg.Cluster.File.Nodes) > 0 && idx != cfg.Share.Index() {
+		return nil, fmt.Errorf("%w: host %s is node %d in the cluster file, share is %d", ErrBadConfig, h.ID(), idx, cfg.Share.Index())
+	}
+	if h.Peerstore().PrivKey(h.ID()) == nil {
+		return nil, fmt.Errorf("%w: host has no private key", ErrBadConfig)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, store: store, host: h, clock: clock, stmt: cfg.Cluster.Statement, ctx: ctx, cancel: cancel}
+	for i := range n.shards {
+		n.shards[i].recs = map[string]Record{}
+	}
+	n.verified.max = 4096
+	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.handleStatus))
+	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.handleAcquire))
+	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.handleCommit))
+	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.handleRenew))
+	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.handleRelease))
+	log.Infow("node started", "index", cfg.Share.Index(), "peer", h.ID(), "cluster", cfg.Cluster.ID)
+	return n, nil
+}
+
+// Index is the node's share index.
+func (n *Node) Index() int { return n.cfg.Share.Index() }
+
+// Host is the node's libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Close stops answering, waits for requests in progress and returns. It
+// closes neither the host nor the store.
+func (n *Node) Close() error {
+	n.closeMu.Lock()
+	if n.closed {
+		n.closeMu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.closeMu.Unlock()
+	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease} {
+		n.host.RemoveStreamHandler(lp2pproto.ID(p))
+	}
+	n.cancel()
+	n.wg.Wait()
+	return nil
+}
+
+// Audit returns the node's audit log from sequence number from.
+func (n *Node) Audit(ctx context.Context, from uint64, limit int) ([]AuditEntry, error) {
+	return n.store.Audit(ctx, from, limit)
+}
+
+// Record returns the node's current record of a resource.
+func (n *Node) Record(ctx context.Context, resource string) (Record, error) {
+	sh := n.shard(resource)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return n.load(ctx, sh, resource)
+}
+
+type handlerFunc func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
+
+// handler wraps a request handler with what every stream gets: tracking
+// for Close, a deadline, per-peer concurrency bounds, capped frames and a
+// reset on error.
+func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
+	return func(s network.Stream) {
+		n.closeMu.RLock()
+		if n.closed {
+			n.closeMu.RUnlock()
+			_ = s.Reset()
+			return
+		}
+		n.wg.Add(1)
+		n.closeMu.RUnlock()
+		defer n.wg.Done()
+
+		from := s.Conn().RemotePeer()
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		defer cancel()
+		_ = s.SetDeadline(time.Now().Add(n.cfg.RequestTimeout))
+
+		release, ok := n.enter(from)
+		if !ok {
+			log.Debugw("too many requests in flight", "peer", from, "proto", proto)
+			_ = s.Reset()
+			return
+		}
+		defer release()
+
+		if hook := n.cfg.Hooks.Intercept; hook != nil {
+			if err := hook(ctx, proto, from); err != nil {
+				_ = s.Reset()
+				return
+			}
+		}
+		req, err := protocol.ReadFrame(s, protocol.MaxFrameSize)
+		if err != nil {
+			log.Debugw("bad request frame", "peer", from, "proto", proto, "err", err)
+			_ = s.Reset()
+			return
+		}
+		reply, err := fn(ctx, from, req)
+		if err != nil {
+			log.Debugw("request failed", "peer", from, "proto", proto, "err", err)
+			_ = s.Reset()
+			return
+		}
+		if err := protocol.WriteFrame(s, reply); err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = s.Close()
+	}
+}
+
+// enter takes one of the peer's in-flight slots.
+func (n *Node) enter(p peer.ID) (release func(), ok bool) {
+	v, _ := n.inflight.LoadOrStore(p, make(chan struct{}, n.cfg.MaxInflightPerPeer))
+	sem := v.(chan struct{})
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, true
+	default:
+		return nil, false
+	}
+}
+
+func (n *Node) shard(resource string) *shard {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(resource))
+	return &n.shards[h.Sum32()%numShards]
+}
+
+// load returns the record of resource; the caller holds sh.mu.
+func (n *Node) load(ctx context.Context, sh *shard, resource string) (Record, error) {
+	if r, ok := sh.recs[resource]; ok {
+		return r, nil
+	}
+	r, ok, err := n.store.Load(ctx, resource)
+	if err != nil {
+		return Record{}, fmt.Errorf("load %q: %w", resource, err)
+	}
+	if !ok {
+		r = Record{Resource: resource}
+	}
+	sh.recs[resource] = r
+	return r, nil
+}
+
+// apply runs one transition on a resource under its lock and persists the
+// result before returning: nothing that depends on the new state may leave
+// the node before the store has it (S3).
+func (n *Node) apply(ctx context.Context, resource string, step func(rec Record, now time.Time) (Outcome, error)) (Outcome, error) {
+	sh := n.shard(resource)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec, err := n.load(ctx, sh, resource)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o, err := step(rec, n.clock.Now())
+	if err != nil {
+		return Outcome{}, err
+	}
+	if o.Changed {
+		if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
+			return Outcome{}, fmt.Errorf("save %q: %w", resource, err)
+		}
+		sh.recs[resource] = o.Next
+	}
+	return o, nil
+}
+
+func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalStatusRequest(b)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := n.Record(ctx, req.Resource)
+	if err != nil {
+		return nil, err
+	}
+	return Status(rec, n.clock.Now()).Marshal(), nil
+}
+
+func refuse(code protocol.Code, lastEpoch uint64, msg string) []byte {
+	return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: code, LastEpoch: lastEpoch, Message: msg}.Marshal()
+}
+
+func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalAcquireRequest(b)
+	if err != nil {
+		return refuse(protocol.CodeBadRequest, 0, err.Error()), nil
+	}
+	holder := from.String()
+	if req.Cluster != n.cfg.Cluster.ID {
+		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
+	}
+	if c, ok := n.cfg.Cluster.Client(holder); !ok || !c.Allows(req.Resource) {
+		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder, req.Resource)), nil
+	}
+	if req.Proof != nil {
+		if err := n.verifyToken(*req.Proof, req.Resource); err != nil {
+			return refuse(protocol.CodeBadRequest, 0, "proof: "+err.Error()), nil
+		}
+	}
+	stmt := n.stmt(req.Resource, req.Epoch, holder)
+	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
+		if o.Kind == protocol.KindVote && !o.Repeat {
+			p, err := n.cfg.Share.Sign(stmt.SignedBytes())
+			if err != nil {
+				return Outcome{}, err
+			}
+			o.Next.Vote = p
+		}
+		return o, nil
+	})
+	if err != nil {
+		log.Errorw("acquire failed", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "err", err)
+		return refuse(protocol.CodeInternal, 0, "node failed to record the vote"), nil
+	}
+	switch o.Kind {
+	case protocol.KindVote:
+		idSig, err := n.host.Peerstore().PrivKey(n.host.ID()).Sign(stmt.VoteBytes())
+		if err != nil {
+			return nil, fmt.Errorf("identity signature: %w", err)
+		}
+		log.Debugw("vote", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "repeat", o.Repeat)
+		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: idSig}.Marshal(), nil
+	case protocol.KindBusy:
+		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left}.Marshal(), nil
+	default:
+		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
+	}
+}
+
+func ack(o Outcome, err error) ([]byte, error) {
+	if err != nil {
+		log.Errorw("request failed", "err", err)
+		return protocol.Ack{Code: protocol.CodeInternal, Message: "node failed to record the request"}.Marshal(), nil
+	}
+	a := protocol.Ack{Code: o.Code, LastEpoch: o.Next.LastEpoch, Message: o.Message}
+	if o.Kind == protocol.KindRefuse {
+		return a.Marshal(), nil
+	}
+	a.Code = protocol.CodeOK
+	if l := o.Next.Lease; l.Holder != "" {
+		a.Left = l.Expires.Sub(o.At)
+	}
+	return a.Marshal(), nil
+}
+
+func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalCommitRequest(b)
+	if err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	return ack(n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Commit(rec, from.String(), req.Token, req.TTL, now), nil
+	}))
+}
+
+func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalRenewRequest(b)
+	if err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if req.Cluster != n.cfg.Cluster.ID {
+		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
+	}
+	return ack(n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Renew(rec, from.String(), req.Epoch, req.TTL, now), nil
+	}))
+}
+
+func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalReleaseRequest(b)
+	if err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if req.Token.Holder != from.String() {
+		return protocol.Ack{Code: protocol.CodeNotHolder, Message: "only the holder may release"}.Marshal(), nil
+	}
+	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	return ack(n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Release(rec, req.Token, now), nil
+	}))
+}
+
+// verifyToken checks a token for this cluster and resource: cheap checks
+// first, the pairing last, and a cache keyed on the canonical encoding so a
+// token is paid for once.
+func (n *Node) verifyToken(t protocol.Token, resource string) error {
+	if t.Cluster != n.cfg.Cluster.ID {
+		return fmt.Errorf("token is for cluster %s", t.Cluster)
+	}
+	if t.Resource != resource {
+		return fmt.Errorf("token is for resource %q", t.Resource)
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	d := t.Digest()
+	if n.verified.has(d) {
+		return nil
+	}
+	if err := n.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature); err != nil {
+		return fmt.Errorf("token signature: %w", err)
+	}
+	n.verified.add(d)
+	return nil
+}
+
+// tokenCache remembers digests of verified tokens, up to max.
+type tokenCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[[32]byte]struct{}
+}
+
+func (c *tokenCache) has(d [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[d]
+	return ok
+}
+
+func (c *tokenCache) add(d [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[[32]byte]struct{}, c.max)
+	}
+	c.m[d] = struct{}{}
+}

@@ -1,0 +1,210 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Rules are the parameters of the voting transitions.
+type Rules struct {
+	// MaxEpochStep bounds how far above the highest epoch it knows a node
+	// votes (S5).
+	MaxEpochStep uint64
+	// VoteTimeout is how long an uncommitted vote holds the resource.
+	VoteTimeout time.Duration
+	// DefaultTTL is the lease length when a client asks for none.
+	DefaultTTL time.Duration
+	// MaxTTL caps the lease length a client may ask for.
+	MaxTTL time.Duration
+}
+
+// Outcome is what a transition decided. The driver persists Next when
+// Changed, fsyncs, and only then replies.
+type Outcome struct {
+	// At is the time the transition ran at.
+	At      time.Time
+	Next    Record
+	Changed bool
+	Audit   []AuditEntry
+	// Kind is the acquire reply kind (vote, busy, refuse); for Commit,
+	// Renew and Release it is KindRefuse on refusal and 0 on success.
+	Kind protocol.ReplyKind
+	// Repeat is set when a vote is the re-send of one already given: the
+	// stored partial is returned and nothing is written.
+	Repeat  bool
+	Code    protocol.Code
+	Message string
+	// Busy details.
+	Holder     string
+	LeaseEpoch uint64
+	Left       time.Duration
+}
+
+// Acquire is the pure voting rule. The caller has already checked the
+// cluster, the field limits and that holder may hold resource, and has
+// verified proof (if any) as a certified token for this resource.
+//
+// A node votes iff the epoch is above its last epoch, at most MaxEpochStep
+// above the highest epoch it knows, and no other holder has an unexpired
+// lease or vote. Safety (one holder per epoch) depends only on the first
+// rule; now only affects leases.
+func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	o.expire(now)
+	if proof != nil {
+		o.catchUp(*proof, now)
+	}
+	n := &o.Next
+	// A re-sent request gets the vote it already got.
+	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
+		o.Kind, o.Repeat = protocol.KindVote, true
+		return o
+	}
+	if epoch <= n.LastEpoch {
+		return o.refuse(protocol.CodeStale, fmt.Sprintf("epoch %d is not above last epoch %d", epoch, n.LastEpoch))
+	}
+	known := n.LastEpoch
+	if n.Certified != nil && n.Certified.Epoch > known {
+		known = n.Certified.Epoch
+	}
+	if epoch-known > r.MaxEpochStep {
+		return o.refuse(protocol.CodeTooFar, fmt.Sprintf("epoch %d is more than %d above known epoch %d", epoch, r.MaxEpochStep, known))
+	}
+	if n.Lease.Active(now) && n.Lease.Holder != holder {
+		o.Kind = protocol.KindBusy
+		o.Holder, o.LeaseEpoch, o.Left = n.Lease.Holder, n.Lease.Epoch, n.Lease.Expires.Sub(now)
+		return o
+	}
+	expires := now.Add(r.VoteTimeout)
+	if n.Lease.Active(now) && n.Lease.Expires.After(expires) {
+		expires = n.Lease.Expires // the same holder re-acquiring keeps its lease
+	}
+	n.LastEpoch = epoch
+	n.VoteEpoch, n.VoteHolder, n.VoteTTL = epoch, holder, r.clampTTL(ttl)
+	n.Vote = crypto.PartialSig{} // the driver signs and fills it in
+	n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: expires}
+	o.Kind, o.Changed = protocol.KindVote, true
+	o.audit(now, AuditVote, n.Resource, epoch, holder, "")
+	return o
+}
+
+// Commit records a certified token (already verified by the caller). Any
+// sender teaches the node the epoch (catch-up); only the token's holder
+// starts the lease, which runs ttl from now.
+func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Duration, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	o.expire(now)
+	o.catchUp(tok, now)
+	n := &o.Next
+	if sender != tok.Holder {
+		return o // learned the epoch; the lease is the holder's business
+	}
+	if tok.Epoch < n.Lease.Epoch || tok.Epoch < n.LastEpoch {
+		return o.refuse(protocol.CodeStale, fmt.Sprintf("token epoch %d is superseded (last epoch %d)", tok.Epoch, n.LastEpoch))
+	}
+	if ttl <= 0 && tok.Epoch == n.VoteEpoch {
+		ttl = n.VoteTTL
+	}
+	n.Lease = Lease{Holder: tok.Holder, Epoch: tok.Epoch, Expires: now.Add(r.clampTTL(ttl)), Committed: true}
+	o.Changed = true
+	o.audit(now, AuditCommit, n.Resource, tok.Epoch, tok.Holder, "")
+	return o
+}
+
+// Renew extends the holder's committed, unexpired lease at epoch.
+func (r Rules) Renew(rec Record, holder string, epoch uint64, ttl time.Duration, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	o.expire(now)
+	n := &o.Next
+	switch {
+	case n.Lease.Holder != holder || n.Lease.Epoch != epoch:
+		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
+	case !n.Lease.Committed || !n.Lease.Active(now):
+		return o.refuse(protocol.CodeNoLease, "lease expired or not committed")
+	}
+	n.Lease.Expires = now.Add(r.clampTTL(ttl))
+	o.Changed = true
+	o.audit(now, AuditRenew, n.Resource, epoch, holder, "")
+	return o
+}
+
+// Release ends the holder's lease at the token's epoch (the caller verified
+// the token and that the sender is its holder) so the resource is free at
+// once.
+func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	o.expire(now)
+	o.catchUp(tok, now)
+	n := &o.Next
+	if n.Lease.Holder != tok.Holder || n.Lease.Epoch != tok.Epoch {
+		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
+	}
+	n.Lease = Lease{}
+	o.Changed = true
+	o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, "")
+	return o
+}
+
+// Status is a node's view of a resource.
+func Status(rec Record, now time.Time) protocol.StatusReply {
+	s := protocol.StatusReply{LastEpoch: rec.LastEpoch, Certified: rec.Certified}
+	if rec.Lease.Active(now) {
+		s.Holder, s.LeaseEpoch, s.LeaseLeft = rec.Lease.Holder, rec.Lease.Epoch, rec.Lease.Expires.Sub(now)
+	}
+	return s
+}
+
+func (r Rules) clampTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = r.DefaultTTL
+	}
+	if ttl > r.MaxTTL {
+		ttl = r.MaxTTL
+	}
+	return ttl
+}
+
+// catchUp learns a certified token: the epoch can no longer be voted for,
+// and it becomes the highest known token if it is.
+func (o *Outcome) catchUp(tok protocol.Token, now time.Time) {
+	n := &o.Next
+	if n.Certified == nil || tok.Epoch > n.Certified.Epoch {
+		t := tok
+		n.Certified = &t
+		o.Changed = true
+	}
+	if tok.Epoch > n.LastEpoch {
+		n.LastEpoch = tok.Epoch
+		o.Changed = true
+		o.audit(now, AuditCatchUp, n.Resource, tok.Epoch, tok.Holder, "")
+	}
+	if n.Lease.Holder != "" && n.Lease.Epoch < tok.Epoch {
+		n.Lease = Lease{} // superseded by a later certified epoch
+		o.Changed = true
+	}
+}
+
+// expire clears a lapsed lease, auditing a committed one.
+func (o *Outcome) expire(now time.Time) {
+	l := o.Next.Lease
+	if l.Holder == "" || l.Active(now) {
+		return
+	}
+	if l.Committed {
+		o.audit(now, AuditExpire, o.Next.Resource, l.Epoch, l.Holder, "")
+	}
+	o.Next.Lease = Lease{}
+	o.Changed = true
+}
+
+func (o Outcome) refuse(code protocol.Code, msg string) Outcome {
+	o.Kind, o.Code, o.Message = protocol.KindRefuse, code, msg
+	return o
+}
+
+func (o *Outcome) audit(now time.Time, kind AuditKind, resource string, epoch uint64, holder, detail string) {
+	o.Audit = append(o.Audit, AuditEntry{Time: now, Kind: kind, Resource: resource, Epoch: epoch, Holder: holder, Detail: detail})
+}

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// ErrStoreClosed is returned by a VoteStore after Close.
+var ErrStoreClosed = errors.New("node: vote store closed")
+
+// Record is the durable state of one resource on one node. A node writes it
+// through its VoteStore before any reply that depends on it leaves the node.
+type Record struct {
+	Resource string `json:"resource"`
+	// LastEpoch is the highest epoch this node voted for or saw certified.
+	// The node never votes at or below it again (S1, S3).
+	LastEpoch uint64 `json:"last_epoch"`
+	// VoteEpoch, VoteHolder and Vote are the last vote given, kept so a
+	// re-sent request gets the same vote back without a new write.
+	VoteEpoch  uint64            `json:"vote_epoch,omitempty"`
+	VoteHolder string            `json:"vote_holder,omitempty"`
+	Vote       crypto.PartialSig `json:"vote"`
+	// VoteTTL is the lease length the voted-for client asked for.
+	VoteTTL time.Duration `json:"vote_ttl,omitempty"`
+	// Certified is the highest token this node has verified, if any.
+	Certified *protocol.Token `json:"certified,omitempty"`
+	// Lease is the node's timing-based view of who holds the resource.
+	Lease Lease `json:"lease"`
+}
+
+// Lease is advisory: it gives liveness and exclusion between honest
+// clients; safety never depends on it.
+type Lease struct {
+	Holder string `json:"holder,omitempty"`
+	Epoch  uint64 `json:"epoch,omitempty"`
+	// Expires is when the lease (or uncommitted vote) lapses.
+	Expires time.Time `json:"expires"`
+	// Committed is false while the lease is only a vote awaiting Commit.
+	Committed bool `json:"committed,omitempty"`
+}
+
+// Active reports whether the lease is held at now.
+func (l Lease) Active(now time.Time) bool { return l.Holder != "" && now.Before(l.Expires) }
+
+// AuditKind names what a node decided.
+type AuditKind string
+
+// Audit kinds.
+const (
+	AuditVote    AuditKind = "vote"
+	AuditCommit  AuditKind = "commit"
+	AuditRenew   AuditKind = "renew"
+	AuditRelease AuditKind = "release"
+	AuditExpire  AuditKind = "expire"
+	AuditCatchUp AuditKind = "catch-up"
+	AuditRevoke  AuditKind = "revoke"
+)
+
+// AuditEntry is one line of a node's append-only audit log.
+type AuditEntry struct {
+	// Seq is assigned by the store: 1, 2, 3, … with no gaps.
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Kind     AuditKind `json:"kind"`
+	Resource string    `json:"resource"`
+	Epoch    uint64    `json:"epoch"`
+	Holder   string    `json:"holder,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// VoteStore is a node's durable state. Implementations must make Save
+// durable (fsynced) before it returns: a vote's partial may leave the node
+// only after that (S3). Concurrent Saves may share one fsync.
+type VoteStore interface {
+	// Load returns the record of resource; ok is false if there is none.
+	Load(ctx context.Context, resource string) (rec Record, ok bool, err error)
+	// Save durably writes rec, replacing the resource's record, and appends
+	// the audit entries (their Seq is assigned here) in the same atomic
+	// transaction.
+	Save(ctx context.Context, rec Record, audit ...AuditEntry) error
+	// Audit returns up to limit audit entries with Seq >= from, in order.
+	Audit(ctx context.Context, from uint64, limit int) ([]AuditEntry, error)
+	// Close releases the store; later calls return ErrStoreClosed.
+	Close() error
+}

@@ -1,0 +1,297 @@
+package protocol
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+func testClusterFile(tb testing.TB) ClusterFile {
+	tb.Helper()
+	fx := testFixture(tb)
+	nodes := make([]NodeInfo, 4)
+	for i := range nodes {
+		nodes[i] = NodeInfo{
+			Index:  i + 1,
+			PeerID: "12D3KooWNode" + string(rune('A'+i)),
+			Addrs:  []string{"/ip4/127.0.0.1/tcp/" + string(rune('1'+i)) + "000"},
+		}
+	}
+	clients := []ClientInfo{
+		{Name: "orders", PeerID: "12D3KooWClientOrders", Resources: []string{"orders/*", "orders-db"}},
+		{Name: "admin", PeerID: "12D3KooWClientAdmin", Resources: []string{"*"}},
+	}
+	return NewClusterFile("test-cluster", fx.gk, nodes, clients)
+}
+
+func saveLoad(t *testing.T, f ClusterFile) (*Cluster, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	require.NoError(t, f.Save(path))
+	return LoadCluster(path)
+}
+
+func TestClusterFileRoundTrip(t *testing.T) {
+	fx := testFixture(t)
+	f := testClusterFile(t)
+	require.Equal(t, ClusterFileVersion, f.Version)
+	require.Equal(t, 4, f.N)
+	require.Equal(t, 3, f.T)
+	require.Len(t, f.GroupKey, 3)
+	require.Equal(t, uint64(DefaultMaxEpochStep), f.MaxEpochStep)
+
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	require.NoError(t, f.Save(path))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+
+	c, err := LoadCluster(path)
+	require.NoError(t, err)
+	require.Equal(t, f, c.File)
+	require.Equal(t, fx.stmt.Cluster, c.ID)
+	require.Equal(t, f.ClusterID, c.ID.String())
+	require.True(t, c.Key.Equal(fx.gk))
+	require.Equal(t, fx.gk.PublicKey(), c.Key.PublicKey())
+	require.Equal(t, 1, c.F)
+
+	// The loaded key verifies tokens of the dealt key.
+	require.NoError(t, c.Key.Verify(fx.tok.SignedBytes(), fx.tok.Signature))
+	require.Equal(t, fx.stmt, c.Statement(fx.stmt.Resource, fx.stmt.Epoch, fx.stmt.Holder))
+
+	require.Equal(t, 3, c.NodeIndex("12D3KooWNodeC"))
+	require.Equal(t, 0, c.NodeIndex("12D3KooWClientOrders"))
+	cl, ok := c.Client("12D3KooWClientOrders")
+	require.True(t, ok)
+	require.Equal(t, "orders", cl.Name)
+	_, ok = c.Client("12D3KooWNodeA")
+	require.False(t, ok)
+
+	// Saving what was loaded gives the same file.
+	b1, err := os.ReadFile(path)
+	require.NoError(t, err)
+	path2 := filepath.Join(t.TempDir(), "again.json")
+	require.NoError(t, c.File.Save(path2))
+	b2, err := os.ReadFile(path2)
+	require.NoError(t, err)
+	require.Equal(t, string(b1), string(b2))
+}
+
+func TestClusterFileDefaults(t *testing.T) {
+	f := testClusterFile(t)
+	f.MaxEpochStep = 0
+	f.Nodes = nil
+	f.Clients = nil
+	c, err := saveLoad(t, f)
+	require.NoError(t, err)
+	require.Equal(t, uint64(DefaultMaxEpochStep), c.File.MaxEpochStep)
+
+	f.MaxEpochStep = 7
+	c, err = saveLoad(t, f)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), c.File.MaxEpochStep)
+}
+
+func TestClusterFileRefused(t *testing.T) {
+	fx := testFixture(t)
+	other, _, err := crypto.Deal(seeded(99), 4, 3)
+	require.NoError(t, err)
+	seven, _, err := crypto.Deal(seeded(7), 7, 5)
+	require.NoError(t, err)
+	notAPoint := hex.EncodeToString(make([]byte, crypto.PublicKeySize))
+
+	cases := []struct {
+		name   string
+		mutate func(*ClusterFile)
+	}{
+		{"version 0", func(f *ClusterFile) { f.Version = 0 }},
+		{"version 2", func(f *ClusterFile) { f.Version = 2 }},
+		{"empty name", func(f *ClusterFile) { f.Name = "" }},
+		{"renamed", func(f *ClusterFile) { f.Name = "other-cluster" }},
+		{"cluster_id of another name", func(f *ClusterFile) { f.ClusterID = NewClusterID("other", fx.gk.PublicKey()).String() }},
+		{"cluster_id of another key", func(f *ClusterFile) { f.ClusterID = NewClusterID(f.Name, other.PublicKey()).String() }},
+		{"cluster_id upper-case", func(f *ClusterFile) { f.ClusterID = strings.ToUpper(f.ClusterID) }},
+		{"cluster_id empty", func(f *ClusterFile) { f.ClusterID = "" }},
+		{"t too small", func(f *ClusterFile) { f.T = 2 }},
+		{"t too large", func(f *ClusterFile) { f.T = 4 }},
+		{"n=0", func(f *ClusterFile) { f.N = 0; f.Nodes = nil }},
+		{"n negative", func(f *ClusterFile) { f.N = -2; f.Nodes = nil }},
+		{"n=7 with t=3", func(f *ClusterFile) { f.N = 7; f.Nodes = nil }},
+		{"n too large", func(f *ClusterFile) { f.N = crypto.MaxNodes + 1; f.T = 2*((crypto.MaxNodes)/3) + 1; f.Nodes = nil }},
+		{"too few commitments", func(f *ClusterFile) { f.GroupKey = f.GroupKey[:2] }},
+		{"too many commitments", func(f *ClusterFile) { f.GroupKey = append(f.GroupKey, f.GroupKey[1]) }},
+		{"no commitments", func(f *ClusterFile) { f.GroupKey = nil }},
+		{"commitments of 7-node key", func(f *ClusterFile) {
+			f.GroupKey = nil
+			for _, c := range seven.Commitments() {
+				f.GroupKey = append(f.GroupKey, hex.EncodeToString(c))
+			}
+		}},
+		{"commitment not hex", func(f *ClusterFile) { f.GroupKey[1] = "zz" }},
+		{"commitment not a point", func(f *ClusterFile) { f.GroupKey[1] = notAPoint }},
+		{"commitment short", func(f *ClusterFile) { f.GroupKey[2] = f.GroupKey[2][:len(f.GroupKey[2])-2] }},
+		{"group key of another key", func(f *ClusterFile) {
+			f.GroupKey[0] = hex.EncodeToString(other.Commitments()[0])
+		}},
+		{"too few nodes", func(f *ClusterFile) { f.Nodes = f.Nodes[:3] }},
+		{"node index 0", func(f *ClusterFile) { f.Nodes[0].Index = 0 }},
+		{"node indices swapped", func(f *ClusterFile) { f.Nodes[0].Index, f.Nodes[1].Index = 2, 1 }},
+		{"duplicate node peer ID", func(f *ClusterFile) { f.Nodes[3].PeerID = f.Nodes[1].PeerID }},
+		{"empty node peer ID", func(f *ClusterFile) { f.Nodes[2].PeerID = "" }},
+		{"client with node peer ID", func(f *ClusterFile) { f.Clients[0].PeerID = f.Nodes[0].PeerID }},
+		{"duplicate client peer ID", func(f *ClusterFile) { f.Clients[1].PeerID = f.Clients[0].PeerID }},
+		{"empty client peer ID", func(f *ClusterFile) { f.Clients[1].PeerID = "" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := testClusterFile(t)
+			f.Nodes = append([]NodeInfo(nil), f.Nodes...)
+			f.Clients = append([]ClientInfo(nil), f.Clients...)
+			f.GroupKey = append([]string(nil), f.GroupKey...)
+			c.mutate(&f)
+
+			got, err := NewCluster(f)
+			require.ErrorIs(t, err, ErrBadClusterFile)
+			require.Nil(t, got)
+
+			got, err = saveLoad(t, f)
+			require.ErrorIs(t, err, ErrBadClusterFile)
+			require.Nil(t, got)
+		})
+	}
+}
+
+// writeRaw writes content as a cluster file and returns its path.
+func writeRaw(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func TestLoadClusterRefusesBadJSON(t *testing.T) {
+	f := testClusterFile(t)
+	good, err := json.Marshal(f)
+	require.NoError(t, err)
+	withField := func(edit func(map[string]any)) string {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(good, &m))
+		edit(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return string(b)
+	}
+	cases := map[string]string{
+		"empty file":           "",
+		"not JSON":             "cluster",
+		"array":                "[]",
+		"truncated":            string(good[:len(good)/2]),
+		"unknown field":        withField(func(m map[string]any) { m["threshold"] = 3 }),
+		"unknown node field":   withField(func(m map[string]any) { m["nodes"].([]any)[0].(map[string]any)["secret"] = "x" }),
+		"unknown client field": withField(func(m map[string]any) { m["clients"].([]any)[0].(map[string]any)["admin"] = true }),
+		"string version":       withField(func(m map[string]any) { m["version"] = "1" }),
+		"version 2":            withField(func(m map[string]any) { m["version"] = 2 }),
+		"missing version":      withField(func(m map[string]any) { delete(m, "version") }),
+		"missing cluster_id":   withField(func(m map[string]any) { delete(m, "cluster_id") }),
+		"negative step":        withField(func(m map[string]any) { m["max_epoch_step"] = -1 }),
+	}
+	for name, content := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := LoadCluster(writeRaw(t, content))
+			require.ErrorIs(t, err, ErrBadClusterFile)
+			require.Nil(t, c)
+		})
+	}
+
+	// The unmodified document loads, so the refusals above are the edits'.
+	c, err := LoadCluster(writeRaw(t, string(good)))
+	require.NoError(t, err)
+	require.Equal(t, f, c.File)
+}
+
+// TestLoadClusterRefusesTrailingData: a cluster file is one JSON document.
+// json.Decoder.Decode stops after the first value, so anything after it (a
+// second, different document from a bad merge or a botched edit) must be
+// refused explicitly.
+func TestLoadClusterRefusesTrailingData(t *testing.T) {
+	f := testClusterFile(t)
+	good, err := json.Marshal(f)
+	require.NoError(t, err)
+	for name, tail := range map[string]string{
+		"garbage":         " garbage",
+		"second document": `{"version": 2}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := LoadCluster(writeRaw(t, string(good)+"\n"+tail+"\n"))
+			require.ErrorIs(t, err, ErrBadClusterFile)
+			require.Nil(t, c)
+		})
+	}
+}
+
+func TestLoadClusterMissingFile(t *testing.T) {
+	c, err := LoadCluster(filepath.Join(t.TempDir(), "nope.json"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NotErrorIs(t, err, ErrBadClusterFile)
+	require.Nil(t, c)
+}
+
+func TestClientInfoAllows(t *testing.T) {
+	cases := []struct {
+		pattern  string
+		resource string
+		want     bool
+	}{
+		{"*", "orders-db", true},
+		{"*", "a/b/c", true},
+		{"*", "x", true},
+		{"orders/*", "orders/1", true},
+		{"orders/*", "orders/", true},
+		{"orders/*", "orders/a/b", true},
+		{"orders/*", "orders", false},
+		{"orders/*", "Orders/1", false},
+		{"orders/*", "xorders/1", false},
+		{"orders/*", "orders-db", false},
+		{"a*b*c", "abc", true},
+		{"a*b*c", "aXbYc", true},
+		{"a*b*c", "abbbc", true},
+		{"a*b*c", "a/b/c", true},
+		{"a*b*c", "abcbc", true},
+		{"a*b*c", "acb", false},
+		{"a*b*c", "ab", false},
+		{"a*b*c", "abcd", false},
+		{"a*b*c", "xabc", false},
+		{"a*b*c", "ac", false},
+		{"*-db", "orders-db", true},
+		{"*-db", "-db", true},
+		{"*-db", "db", false},
+		{"*-db", "orders-db2", false},
+		{"**", "anything", true},
+		{"orders-db", "orders-db", true},
+		{"orders-db", "orders-db2", false},
+		{"orders-db", "orders-d", false},
+		{"orders-db", "ORDERS-DB", false},
+		{"orders?db", "orders-db", false}, // only '*' is special
+		{"orders[-]db", "orders-db", false},
+		{"", "orders-db", false},
+		{"ü/*", "ü/1", true},
+	}
+	for _, c := range cases {
+		t.Run(c.pattern+"~"+c.resource, func(t *testing.T) {
+			require.Equal(t, c.want, ClientInfo{Resources: []string{c.pattern}}.Allows(c.resource))
+		})
+	}
+
+	multi := ClientInfo{Resources: []string{"orders-db", "bucket/*"}}
+	require.True(t, multi.Allows("orders-db"))
+	require.True(t, multi.Allows("bucket/photos"))
+	require.False(t, multi.Allows("jobs/1"))
+	require.False(t, ClientInfo{}.Allows("orders-db"), "no patterns allow nothing")
+}

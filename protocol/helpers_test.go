@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	mrand "math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+// seeded returns a deterministic randomness source: tests never read
+// crypto/rand.
+func seeded(seed int64) *mrand.Rand { return mrand.New(mrand.NewSource(seed)) }
+
+// fixture is a 4-node, t=3 key dealt from a fixed seed, with one real token.
+// Dealing and combining cost pairings, so it is built once per test binary.
+type fixture struct {
+	gk     *crypto.GroupKey
+	shares []*crypto.Share
+	// stmt and tok are the reference statement and its valid token.
+	stmt Statement
+	tok  Token
+	// partial is share 1's partial signature over stmt, and identitySig
+	// stands in for that node's identity signature over stmt.VoteBytes().
+	partial     crypto.PartialSig
+	identitySig []byte
+}
+
+var (
+	fixOnce sync.Once
+	fix     fixture
+	fixErr  error
+)
+
+const testHolder = "12D3KooWHolderPeerID"
+
+func testFixture(tb testing.TB) fixture {
+	tb.Helper()
+	fixOnce.Do(func() {
+		fix.gk, fix.shares, fixErr = crypto.Deal(seeded(1), 4, 3)
+		if fixErr != nil {
+			return
+		}
+		fix.stmt = Statement{
+			Cluster:  NewClusterID("test-cluster", fix.gk.PublicKey()),
+			Resource: "orders-db",
+			Epoch:    42,
+			Holder:   testHolder,
+		}
+		fix.tok, fixErr = fix.signToken(fix.stmt)
+		if fixErr != nil {
+			return
+		}
+		fix.partial, fixErr = fix.shares[0].Sign(fix.stmt.SignedBytes())
+		fix.identitySig = make([]byte, 64)
+		_, _ = seeded(2).Read(fix.identitySig)
+	})
+	require.NoError(tb, fixErr)
+	return fix
+}
+
+// signToken signs st with shares 1..3 and combines the partials.
+func (f fixture) signToken(st Statement) (Token, error) {
+	msg := st.SignedBytes()
+	ps := make([]crypto.PartialSig, 0, 3)
+	for _, s := range f.shares[:3] {
+		p, err := s.Sign(msg)
+		if err != nil {
+			return Token{}, err
+		}
+		ps = append(ps, p)
+	}
+	sig, _, err := f.gk.Combine(msg, ps)
+	if err != nil {
+		return Token{}, err
+	}
+	return Token{Statement: st, Signature: sig}, nil
+}
+
+func (f fixture) mustSign(tb testing.TB, st Statement) Token {
+	tb.Helper()
+	tok, err := f.signToken(st)
+	require.NoError(tb, err)
+	require.NoError(tb, f.gk.Verify(st.SignedBytes(), tok.Signature))
+	return tok
+}
+
+// namedMsg is one valid value of a message type, with its encoding and a
+// decoder that returns the decoded value as any (or the zero value on error).
+type namedMsg struct {
+	name   string
+	value  any
+	enc    []byte
+	decode func([]byte) (any, error)
+}
+
+func decodeAs[M any](f func([]byte) (M, error)) func([]byte) (any, error) {
+	return func(b []byte) (any, error) { return f(b) }
+}
+
+// validMessages returns at least one valid value of every message type, and
+// of every optional or variant part (token present or absent, reply kinds).
+func validMessages(tb testing.TB) []namedMsg {
+	tb.Helper()
+	fx := testFixture(tb)
+	tok := fx.tok
+	st := fx.stmt
+	msgs := []struct {
+		name  string
+		value interface{ Marshal() []byte }
+		dec   func([]byte) (any, error)
+	}{
+		{"StatusRequest", StatusRequest{Resource: st.Resource}, decodeAs(UnmarshalStatusRequest)},
+		{"StatusReply/empty", StatusReply{}, decodeAs(UnmarshalStatusReply)},
+		{"StatusReply/no-token", StatusReply{LastEpoch: 41, Holder: testHolder, LeaseEpoch: 41, LeaseLeft: 1500 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
+		{"StatusReply/certified", StatusReply{LastEpoch: 42, Holder: testHolder, LeaseEpoch: 42, LeaseLeft: 30 * time.Second, Certified: &tok}, decodeAs(UnmarshalStatusReply)},
+		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireReply/vote", AcquireReply{Kind: KindVote, Partial: fx.partial, IdentitySig: fx.identitySig}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: "12D3KooWOtherPeer", LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/refuse", AcquireReply{Kind: KindRefuse, Code: CodeStale, LastEpoch: 42, Message: "epoch 40 is not above 42"}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/refuse-no-message", AcquireReply{Kind: KindRefuse, Code: CodeTooFar, LastEpoch: 1}, decodeAs(UnmarshalAcquireReply)},
+		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
+		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
+		{"ReleaseRequest", ReleaseRequest{Token: tok}, decodeAs(UnmarshalReleaseRequest)},
+		{"Ack/ok", Ack{Code: CodeOK, LastEpoch: 42, Left: 30 * time.Second}, decodeAs(UnmarshalAck)},
+		{"Ack/refused", Ack{Code: CodeNotHolder, LastEpoch: 42, Message: "lease held by another client"}, decodeAs(UnmarshalAck)},
+	}
+	out := make([]namedMsg, len(msgs))
+	for i, m := range msgs {
+		out[i] = namedMsg{name: m.name, value: m.value, enc: m.value.Marshal(), decode: m.dec}
+	}
+	return out
+}
+
+// wire concatenates the version byte and parts: a hand-built message.
+func wire(parts ...[]byte) []byte {
+	out := []byte{Version}
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// wstr is a length-prefixed string field.
+func wstr(s string) []byte {
+	e := encoder{}
+	e.str(s)
+	return e.b
+}
+
+// wu64 is a fixed-width big-endian integer field.
+func wu64(v uint64) []byte {
+	e := encoder{}
+	e.u64(v)
+	return e.b
+}
+
+// wu8 is a one-byte field.
+func wu8(v uint8) []byte { return []byte{v} }

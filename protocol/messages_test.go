@@ -1,0 +1,292 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
+
+func TestMessagesRoundTrip(t *testing.T) {
+	for _, m := range validMessages(t) {
+		t.Run(m.name, func(t *testing.T) {
+			require.Equal(t, byte(Version), m.enc[0])
+			require.LessOrEqual(t, len(m.enc), MaxFrameSize)
+			got, err := m.decode(m.enc)
+			require.NoError(t, err)
+			require.Equal(t, m.value, got)
+			require.Equal(t, m.enc, got.(interface{ Marshal() []byte }).Marshal())
+
+			// Every strict prefix and any trailing byte are refused, with
+			// the zero value.
+			zero := reflect.Zero(reflect.TypeOf(m.value)).Interface()
+			for i := range m.enc {
+				got, err := m.decode(m.enc[:i])
+				require.ErrorIs(t, err, ErrMalformed, "prefix of %d bytes", i)
+				require.Equal(t, zero, got)
+			}
+			got, err = m.decode(append(append([]byte(nil), m.enc...), 0))
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Equal(t, zero, got)
+
+			// So is another version byte.
+			other := append([]byte{Version + 1}, m.enc[1:]...)
+			got, err = m.decode(other)
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Equal(t, zero, got)
+		})
+	}
+}
+
+// TestAcquireReplyVoteVerifies checks the vote survives the wire intact: the
+// partial still verifies against the group key after decoding.
+func TestAcquireReplyVoteVerifies(t *testing.T) {
+	fx := testFixture(t)
+	enc := AcquireReply{Kind: KindVote, Partial: fx.partial, IdentitySig: fx.identitySig}.Marshal()
+	got, err := UnmarshalAcquireReply(enc)
+	require.NoError(t, err)
+	require.NoError(t, fx.gk.VerifyPartial(fx.stmt.SignedBytes(), got.Partial))
+}
+
+// TestDurationEncoding: durations travel as whole milliseconds; negative
+// ones as zero.
+func TestDurationEncoding(t *testing.T) {
+	for _, c := range []struct {
+		in, want time.Duration
+	}{
+		{0, 0},
+		{-time.Second, 0},
+		{999 * time.Microsecond, 0},
+		{1500*time.Millisecond + 700*time.Microsecond, 1500 * time.Millisecond},
+		{MaxTTL, MaxTTL},
+		{maxWireDuration, maxWireDuration},
+	} {
+		got, err := UnmarshalAck(Ack{Left: c.in}.Marshal())
+		require.NoError(t, err, "%v", c.in)
+		require.Equal(t, c.want, got.Left, "%v", c.in)
+	}
+	// Beyond maxWireDuration is refused on decode.
+	got, err := UnmarshalAck(Ack{Left: maxWireDuration + time.Millisecond}.Marshal())
+	require.ErrorIs(t, err, ErrMalformed)
+	require.Equal(t, Ack{}, got)
+}
+
+func TestMessagesRefuse(t *testing.T) {
+	fx := testFixture(t)
+	st := fx.stmt
+	tokBin, err := fx.tok.MarshalBinary()
+	require.NoError(t, err)
+
+	build, str, u64, u8 := wire, wstr, wu64, wu8
+	tooLongMS := uint64(maxWireDuration/time.Millisecond) + 1
+	badTok := append(append([]byte(nil), tokBin[:len(tokBin)-crypto.SignatureSize]...), make([]byte, crypto.SignatureSize)...)
+	badHolderTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, "a b", fx.tok.Signature[:])
+	raw := fx.partial.Marshal()
+	zeroIndex := append([]byte{0, 0}, raw[2:]...)
+
+	cases := []struct {
+		name   string
+		decode func([]byte) (any, error)
+		in     []byte
+		want   error
+	}{
+		{"StatusRequest/empty", decodeAs(UnmarshalStatusRequest), nil, ErrMalformed},
+		{"StatusRequest/empty resource", decodeAs(UnmarshalStatusRequest), build(str("")), ErrInvalidField},
+		{"StatusRequest/space in resource", decodeAs(UnmarshalStatusRequest), build(str("a b")), ErrInvalidField},
+		{"StatusRequest/invalid UTF-8", decodeAs(UnmarshalStatusRequest), build(str("a\xff")), ErrMalformed},
+		{"StatusRequest/257 bytes", decodeAs(UnmarshalStatusRequest), build(str(strings.Repeat("r", 257))), ErrMalformed},
+		{"StatusRequest/non-minimal length", decodeAs(UnmarshalStatusRequest), build([]byte{0x81, 0x00, 'a'}), ErrMalformed},
+		{"StatusRequest/length overflow", decodeAs(UnmarshalStatusRequest), build(bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed},
+		{"StatusReply/bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), str("a\tb"), u64(1), u64(0), u8(0)), ErrInvalidField},
+		{"StatusReply/lease left out of range", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
+		{"StatusReply/token flag 2", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(2)), ErrMalformed},
+		{"StatusReply/flag 1 without token", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1)), ErrMalformed},
+		{"StatusReply/identity signature", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1), badTok), ErrMalformed},
+		{"StatusReply/token with bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1), badHolderTok), ErrInvalidField},
+		{"AcquireRequest/short cluster", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:31]), ErrMalformed},
+		{"AcquireRequest/ttl out of range", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
+		{"AcquireRequest/bad resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str(""), u64(1), u64(1), u8(0)), ErrInvalidField},
+		{"AcquireRequest/bad proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), u64(1), u8(1), badTok), ErrMalformed},
+		{"AcquireReply/kind 0", decodeAs(UnmarshalAcquireReply), build(u8(0)), ErrMalformed},
+		{"AcquireReply/kind 4", decodeAs(UnmarshalAcquireReply), build(u8(4)), ErrMalformed},
+		{"AcquireReply/no kind", decodeAs(UnmarshalAcquireReply), build(), ErrMalformed},
+		{"AcquireReply/vote without identity sig", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, []byte{0}), ErrMalformed},
+		{"AcquireReply/vote index 0", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), zeroIndex, str("sig")), ErrMalformed},
+		{"AcquireReply/vote identity sig too long", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, str(strings.Repeat("s", MaxIdentitySigLen+1))), ErrMalformed},
+		{"AcquireReply/busy bad holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("a\x00"), u64(1), u64(1)), ErrInvalidField},
+		{"AcquireReply/busy left out of range", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("h"), u64(1), u64(tooLongMS)), ErrMalformed},
+		{"AcquireReply/refuse unknown code", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(uint8(codeMax)+1), u64(1), str("")), ErrMalformed},
+		{"AcquireReply/refuse long message", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str(strings.Repeat("m", MaxMessageLen+1))), ErrMalformed},
+		{"AcquireReply/refuse message not UTF-8", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str("\xff")), ErrMalformed},
+		{"CommitRequest/no token", decodeAs(UnmarshalCommitRequest), build(u64(1)), ErrMalformed},
+		{"CommitRequest/bad token", decodeAs(UnmarshalCommitRequest), build(badTok, u64(1)), ErrMalformed},
+		{"CommitRequest/bad holder", decodeAs(UnmarshalCommitRequest), build(badHolderTok, u64(1)), ErrInvalidField},
+		{"CommitRequest/ttl out of range", decodeAs(UnmarshalCommitRequest), build(tokBin, u64(tooLongMS)), ErrMalformed},
+		{"RenewRequest/bad resource", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("a\nb"), u64(1), u64(1)), ErrInvalidField},
+		{"RenewRequest/ttl out of range", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), u64(tooLongMS)), ErrMalformed},
+		{"ReleaseRequest/bad token", decodeAs(UnmarshalReleaseRequest), build(badTok), ErrMalformed},
+		{"ReleaseRequest/bad holder", decodeAs(UnmarshalReleaseRequest), build(badHolderTok), ErrInvalidField},
+		{"Ack/unknown code", decodeAs(UnmarshalAck), build(u8(9), u64(1), u64(0), str("")), ErrMalformed},
+		{"Ack/left out of range", decodeAs(UnmarshalAck), build(u8(0), u64(1), u64(tooLongMS), str("")), ErrMalformed},
+		{"Ack/message not UTF-8", decodeAs(UnmarshalAck), build(u8(0), u64(1), u64(0), str("\xc3")), ErrMalformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.decode(c.in)
+			require.ErrorIs(t, err, c.want)
+			require.True(t, reflect.ValueOf(got).IsZero(), "want zero value, got %+v", got)
+		})
+	}
+}
+
+func TestAckErr(t *testing.T) {
+	require.NoError(t, Ack{Code: CodeOK, LastEpoch: 3, Message: "fine"}.Err())
+
+	err := Ack{Code: CodeStale, LastEpoch: 7, Message: "epoch 5 is not above 7"}.Err()
+	var re *RefusedError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, &RefusedError{Code: CodeStale, LastEpoch: 7, Message: "epoch 5 is not above 7"}, re)
+	require.Equal(t, "refused: stale epoch (last epoch 7): epoch 5 is not above 7", err.Error())
+
+	err = Ack{Code: CodeNoLease, LastEpoch: 9}.Err()
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, CodeNoLease, re.Code)
+	require.Equal(t, "refused: no lease (last epoch 9)", err.Error())
+}
+
+func TestCodeString(t *testing.T) {
+	for c, want := range map[Code]string{
+		CodeOK:           "ok",
+		CodeStale:        "stale epoch",
+		CodeTooFar:       "epoch too far ahead",
+		CodeUnauthorised: "unauthorised",
+		CodeWrongCluster: "wrong cluster",
+		CodeBadRequest:   "bad request",
+		CodeNotHolder:    "not the holder",
+		CodeNoLease:      "no lease",
+		CodeInternal:     "internal error",
+		codeMax + 1:      "code(9)",
+		255:              "code(255)",
+	} {
+		require.Equal(t, want, c.String())
+	}
+	// Every code up to codeMax has its own name.
+	seen := map[string]bool{}
+	for c := Code(0); c <= codeMax; c++ {
+		require.False(t, seen[c.String()])
+		require.False(t, strings.HasPrefix(c.String(), "code("))
+		seen[c.String()] = true
+	}
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	rnd := seeded(3)
+	var stream bytes.Buffer
+	var sent [][]byte
+	for _, c := range []struct {
+		size, hdr int
+	}{{0, 1}, {1, 1}, {127, 1}, {128, 2}, {300, 2}, {MaxFrameSize, 2}} {
+		msg := make([]byte, c.size)
+		_, _ = rnd.Read(msg)
+		var one bytes.Buffer
+		require.NoError(t, WriteFrame(&one, msg))
+		require.Equal(t, c.hdr+c.size, one.Len(), "size %d", c.size)
+		got, err := ReadFrame(bytes.NewReader(one.Bytes()), MaxFrameSize)
+		require.NoError(t, err)
+		require.Equal(t, msg, got)
+		require.NotNil(t, got)
+
+		require.NoError(t, WriteFrame(&stream, msg))
+		sent = append(sent, msg)
+	}
+	// Frames back to back on one stream, then a clean EOF.
+	for _, want := range sent {
+		got, err := ReadFrame(&stream, MaxFrameSize)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	_, err := ReadFrame(&stream, MaxFrameSize)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+func TestWriteFrameTooLarge(t *testing.T) {
+	var buf bytes.Buffer
+	err := WriteFrame(&buf, make([]byte, MaxFrameSize+1))
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	require.Zero(t, buf.Len(), "nothing may be written")
+}
+
+// headerOnly serves hdr and fails the test if anything past it is read.
+type headerOnly struct {
+	t   *testing.T
+	hdr []byte
+}
+
+func (r *headerOnly) Read(p []byte) (int, error) {
+	if len(r.hdr) == 0 {
+		r.t.Errorf("read past the frame header")
+		return 0, errors.New("read past header")
+	}
+	n := copy(p, r.hdr)
+	r.hdr = r.hdr[n:]
+	return n, nil
+}
+
+func TestReadFrameTooLargeReadsNoBody(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		max  int
+		hdr  []byte
+	}{
+		{"MaxFrameSize+1", MaxFrameSize, []byte{0x81, 0x20}},
+		{"1<<40", MaxFrameSize, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x20}},
+		{"max uint64", MaxFrameSize, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{"small cap", 10, []byte{11}},
+		{"zero cap", 0, []byte{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ReadFrame(&headerOnly{t: t, hdr: c.hdr}, c.max)
+			require.ErrorIs(t, err, ErrFrameTooLarge)
+			require.Nil(t, got)
+		})
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+func TestReadFrameRefuses(t *testing.T) {
+	boom := errors.New("boom")
+	cases := []struct {
+		name string
+		r    io.Reader
+		want error
+	}{
+		{"empty stream", bytes.NewReader(nil), io.EOF},
+		{"truncated header", bytes.NewReader([]byte{0x80}), io.ErrUnexpectedEOF},
+		{"truncated body", bytes.NewReader([]byte{5, 'a', 'b', 'c'}), io.ErrUnexpectedEOF},
+		{"missing body", bytes.NewReader([]byte{5}), io.ErrUnexpectedEOF},
+		{"non-minimal zero", bytes.NewReader([]byte{0x80, 0x00}), ErrMalformed},
+		{"non-minimal five", bytes.NewReader([]byte{0x85, 0x00, 1, 2, 3, 4, 5}), ErrMalformed},
+		{"non-minimal 3 bytes", bytes.NewReader([]byte{0x81, 0x80, 0x00, 1}), ErrMalformed},
+		{"varint overflow", bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}), ErrMalformed},
+		{"varint too long", bytes.NewReader(bytes.Repeat([]byte{0x80}, 11)), ErrMalformed},
+		{"reader error", errReader{boom}, boom},
+		{"reader error in body", io.MultiReader(bytes.NewReader([]byte{3, 'a'}), errReader{boom}), boom},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ReadFrame(c.r, MaxFrameSize)
+			require.ErrorIs(t, err, c.want)
+			require.Nil(t, got)
+		})
+	}
+}

@@ -1,0 +1,303 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	mrand "math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// seedFor derives a seed from the test name and logs it, so a failing run
+// can be repeated.
+func seedFor(t testing.TB) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(t.Name()))
+	seed := int64(h.Sum64() & 0x7fffffffffffffff)
+	t.Logf("seed %d", seed)
+	return seed
+}
+
+func startNet(t testing.TB, n, clients int, o Options) *Network {
+	t.Helper()
+	o.Keygen.N = n
+	o.Keygen.Clients = clients
+	o.Keygen.Rand = mrand.New(mrand.NewSource(seedFor(t)))
+	nw, err := Start(t.TempDir(), o)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, nw.Close()) })
+	return nw
+}
+
+func newClient(t testing.TB, nw *Network, i int, cfg client.Config) *client.Client {
+	t.Helper()
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(i + 1)
+	}
+	c, err := nw.NewClient(i, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+func verify(t testing.TB, nw *Network, tok protocol.Token) {
+	t.Helper()
+	require.NoError(t, nw.Keys.Cluster.Key.Verify(tok.SignedBytes(), tok.Signature))
+}
+
+func TestAcquireReleaseReacquire(t *testing.T) {
+	nw := startNet(t, 4, 2, Options{})
+	ctx := context.Background()
+	c1 := newClient(t, nw, 0, client.Config{})
+	c2 := newClient(t, nw, 1, client.Config{})
+
+	l1, err := c1.Acquire(ctx, "orders-db")
+	require.NoError(t, err)
+	verify(t, nw, l1.Token())
+	require.Equal(t, c1.ID(), l1.Token().Holder)
+
+	_, err = c2.Acquire(ctx, "orders-db")
+	require.ErrorIs(t, err, client.ErrBusy)
+	var busy *client.BusyError
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, c1.ID(), busy.Holder)
+
+	require.NoError(t, l1.Release(ctx))
+	l2, err := c2.Acquire(ctx, "orders-db")
+	require.NoError(t, err)
+	require.Greater(t, l2.Epoch(), l1.Epoch())
+	verify(t, nw, l2.Token())
+}
+
+// TestS1ConcurrentContendingClients runs clients that all want the same
+// resources at once and collects every token any of them got: never two
+// holders for one (resource, epoch).
+func TestS1ConcurrentContendingClients(t *testing.T) {
+	const clients, rounds = 4, 5
+	nw := startNet(t, 4, clients, Options{})
+	resources := []string{"r/a", "r/b"}
+	var mu sync.Mutex
+	seen := map[string]string{} // resource/epoch -> holder
+	tokens := 0
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		c := newClient(t, nw, i, client.Config{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				res := resources[(i+r)%len(resources)]
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				l, err := c.Acquire(ctx, res, client.WithWait(20*time.Second), client.WithTTL(5*time.Second))
+				cancel()
+				if !assertNoErr(t, err) {
+					return
+				}
+				tok := l.Token()
+				verify(t, nw, tok)
+				key := fmt.Sprintf("%s/%d", tok.Resource, tok.Epoch)
+				mu.Lock()
+				if h, ok := seen[key]; ok && h != tok.Holder {
+					t.Errorf("S1 violated: %s held by %s and %s", key, h, tok.Holder)
+				}
+				seen[key] = tok.Holder
+				tokens++
+				mu.Unlock()
+				assertNoErr(t, l.Release(context.Background()))
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, clients*rounds, tokens, "every client acquired every round")
+	require.Len(t, seen, clients*rounds, "every token has its own (resource, epoch)")
+}
+
+func assertNoErr(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
+
+// TestS3RestartedNodeRefusesOtherHolder: a node that voted at an epoch and
+// crashed still refuses another holder at that epoch after restart.
+func TestS3RestartedNodeRefusesOtherHolder(t *testing.T) {
+	nw := startNet(t, 4, 2, Options{})
+	ctx := context.Background()
+	c1 := newClient(t, nw, 0, client.Config{})
+	l, err := c1.Acquire(ctx, "res")
+	require.NoError(t, err)
+	epoch := l.Epoch()
+
+	require.NoError(t, nw.Stop(2))
+	require.NoError(t, nw.Restart(2))
+	rec, err := nw.Node(2).Record(ctx, "res")
+	require.NoError(t, err)
+	require.Equal(t, epoch, rec.VoteEpoch)
+	require.Equal(t, c1.ID(), rec.VoteHolder)
+
+	// Ask the restarted node directly, as client 2, for the same epoch.
+	reply := acquireDirect(t, nw, 1, 2, "res", epoch)
+	require.Equal(t, protocol.KindRefuse, reply.Kind)
+	require.Equal(t, protocol.CodeStale, reply.Code)
+	require.Equal(t, epoch, reply.LastEpoch)
+}
+
+// TestL1WithFNodesStopped: with f nodes down an uncontended acquire works.
+func TestL1WithFNodesStopped(t *testing.T) {
+	for _, n := range []int{4, 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			nw := startNet(t, n, 1, Options{})
+			f := (n - 1) / 3
+			for i := 1; i <= f; i++ {
+				require.NoError(t, nw.Stop(n-i+1))
+			}
+			c := newClient(t, nw, 0, client.Config{RequestTimeout: time.Second})
+			l, err := c.Acquire(context.Background(), "res")
+			require.NoError(t, err)
+			verify(t, nw, l.Token())
+			require.NoError(t, l.Release(context.Background()))
+		})
+	}
+}
+
+// TestAcquireFailsWithFPlus1StoppedNamingNodes: with f+1 nodes down acquire
+// fails within its deadline and names them.
+func TestAcquireFailsWithFPlus1StoppedNamingNodes(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	require.NoError(t, nw.Stop(3))
+	require.NoError(t, nw.Stop(4))
+	c := newClient(t, nw, 0, client.Config{RequestTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := c.Acquire(ctx, "res")
+	require.ErrorIs(t, err, client.ErrNotEnoughNodes)
+	var qe *client.QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, []int{3, 4}, qe.Failed())
+	require.Contains(t, err.Error(), "node 3")
+	require.Contains(t, err.Error(), "node 4")
+	require.NoError(t, ctx.Err(), "failed before its deadline")
+}
+
+// TestCutOffAndDelayedNodes: f nodes cut off plus slow nodes still give
+// tokens.
+func TestCutOffAndDelayedNodes(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	nw.CutOff(1)
+	nw.SetDelay(2, 50*time.Millisecond)
+	c := newClient(t, nw, 0, client.Config{RequestTimeout: time.Second})
+	l, err := c.Acquire(context.Background(), "res")
+	require.NoError(t, err)
+	verify(t, nw, l.Token())
+	nw.Reconnect(1)
+	nw.SetDelay(2, 0)
+	require.NoError(t, l.Release(context.Background()))
+}
+
+// TestL3ReleaseExpiryRenewalFakeClock drives leases with a fake clock shared
+// by nodes and clients.
+func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	nw := startNet(t, 4, 2, Options{Clock: clock})
+	ctx := context.Background()
+	c1 := newClient(t, nw, 0, client.Config{Clock: clock})
+	c2 := newClient(t, nw, 1, client.Config{Clock: clock})
+	const ttl = 9 * time.Second
+
+	// Renewal keeps a live holder's lease: advance past several TTLs in
+	// steps, letting renewals run.
+	l1, err := c1.Acquire(ctx, "res", client.WithTTL(ttl))
+	require.NoError(t, err)
+	first := l1.Deadline()
+	for i := 0; i < 6; i++ {
+		require.NoError(t, clock.BlockUntilContext(ctx, 1)) // the renewal loop waits
+		clock.Advance(ttl / 3)
+		require.Eventually(t, func() bool { return l1.Deadline().After(first.Add(time.Duration(i) * ttl / 3)) }, 5*time.Second, time.Millisecond)
+	}
+	select {
+	case <-l1.Lost():
+		t.Fatal("a renewed lock was lost")
+	default:
+	}
+	_, err = c2.Acquire(ctx, "res")
+	require.ErrorIs(t, err, client.ErrBusy)
+
+	// Release frees the resource at once.
+	require.NoError(t, l1.Release(ctx))
+	<-l1.Lost()
+	require.NoError(t, l1.Err())
+	l2, err := c2.Acquire(ctx, "res", client.WithTTL(ttl))
+	require.NoError(t, err)
+
+	// A dead holder's lease frees the resource after its TTL: client 2
+	// stops renewing (closed), time passes.
+	require.NoError(t, c2.Close())
+	<-l2.Lost()
+	_, err = c1.Acquire(ctx, "res")
+	require.ErrorIs(t, err, client.ErrBusy, "lease still live before the TTL")
+	clock.Advance(ttl + time.Second)
+	l3, err := c1.Acquire(ctx, "res")
+	require.NoError(t, err)
+	require.Greater(t, l3.Epoch(), l2.Epoch())
+
+	// A holder that cannot renew learns it lost the lease at its deadline.
+	for i := 1; i <= 4; i++ {
+		nw.CutOff(i)
+	}
+	require.NoError(t, clock.BlockUntilContext(ctx, 2))
+	clock.Advance(ttl)
+	select {
+	case <-l3.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lock not lost after its deadline passed without renewal")
+	}
+	require.ErrorIs(t, l3.Err(), client.ErrLost)
+}
+
+func TestUnauthorisedClientRefused(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{Keygen: KeygenOptions{ClientResources: []string{"orders/*"}}})
+	c := newClient(t, nw, 0, client.Config{})
+	_, err := c.Acquire(context.Background(), "payments/1")
+	require.ErrorIs(t, err, client.ErrRefused)
+	var re *protocol.RefusedError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, protocol.CodeUnauthorised, re.Code)
+	l, err := c.Acquire(context.Background(), "orders/1")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(context.Background()))
+}
+
+// acquireDirect sends one Acquire as client identity ci straight to node
+// ni, bypassing the client's algorithm.
+func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64) protocol.AcquireReply {
+	t.Helper()
+	var ids []peer.ID
+	for _, m := range nw.Members {
+		ids = append(ids, m.PeerID)
+	}
+	h, err := p2p.NewHost(nw.Keys.Clients[ci], nil, p2p.NewGater(ids...))
+	require.NoError(t, err)
+	defer h.Close()
+	m := nw.Member(ni)
+	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, TTL: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	require.NoError(t, err)
+	reply, err := protocol.UnmarshalAcquireReply(b)
+	require.NoError(t, err)
+	return reply
+}
