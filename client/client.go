@@ -22,6 +22,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/crypto"
@@ -40,7 +41,8 @@ type Config struct {
 	Identity lcrypto.PrivKey
 	// Clock drives lease deadlines, renewals and backoff (default real).
 	Clock clockwork.Clock
-	// RequestTimeout bounds one request to one node (default 2 s).
+	// RequestTimeout bounds one request to one node, dial included
+	// (default 5 s).
 	RequestTimeout time.Duration
 	// DefaultTTL is the lease length when Acquire is given none (10 s).
 	DefaultTTL time.Duration
@@ -62,7 +64,7 @@ func (c *Config) validate() error {
 		c.Clock = clockwork.NewRealClock()
 	}
 	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 2 * time.Second
+		c.RequestTimeout = 5 * time.Second
 	}
 	if c.DefaultTTL <= 0 {
 		c.DefaultTTL = 10 * time.Second
@@ -157,7 +159,25 @@ func newClient(cfg Config, h host.Host) (*Client, error) {
 		c.members = append(c.members, member{index: n.Index, id: id, pub: pub})
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.warmUp()
 	return c, nil
+}
+
+// warmUp dials every member in the background, so the first acquisition
+// does not pay for connection set-up (TCP, Noise, identify).
+func (c *Client) warmUp() {
+	for _, m := range c.members {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+			defer cancel()
+			ctx = network.WithForceDirectDial(ctx, "palisade member")
+			if err := c.host.Connect(ctx, peer.AddrInfo{ID: m.id}); err != nil {
+				log.Debugw("warm-up dial failed", "node", m.index, "err", err)
+			}
+		}()
+	}
 }
 
 // ID is the client's holder identity (its peer ID).
@@ -450,7 +470,7 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		if len(votes) >= c.t {
 			sig, bad, err := c.cfg.Cluster.Key.Combine(msg, votes)
 			for _, idx := range bad {
-				fail(c.members[idx-1], fmt.Errorf("invalid partial signature"))
+				fail(c.members[idx-1], errBadPartial)
 				log.Warnw("node sent an invalid partial", "node", idx, "resource", resource, "epoch", epoch)
 				votes = dropIndex(votes, idx)
 			}
@@ -461,10 +481,41 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		}
 	}
 	if tok == nil {
+		if len(votes) > 0 {
+			c.abandon(resource, epoch, votes)
+		}
 		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), floor)
 	}
 	cancel()
-	return c.commit(ctx, *tok, ttl)
+	var suspects []int
+	for _, e := range failed {
+		if errors.Is(e.Err, errBadPartial) {
+			suspects = append(suspects, e.Index)
+		}
+	}
+	return c.commit(ctx, *tok, ttl, suspects)
+}
+
+// errBadPartial marks a node whose partial signature did not verify.
+var errBadPartial = errors.New("invalid partial signature")
+
+// abandon withdraws our uncommitted votes of a failed round from the nodes
+// that gave them, in the background, so a split resolves without waiting
+// for vote expiry.
+func (c *Client) abandon(resource string, epoch uint64, votes []crypto.PartialSig) {
+	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch}.Marshal()
+	for _, v := range votes {
+		m := c.members[v.Index-1]
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+			defer cancel()
+			if _, err := p2p.Call(ctx, c.host, m.id, protocol.ProtoAbandon, req); err != nil {
+				log.Debugw("abandon failed", "node", m.index, "resource", resource, "epoch", epoch, "err", err)
+			}
+		}()
+	}
 }
 
 func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {
@@ -541,12 +592,13 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 
 // commit tells every node the token is certified and waits for 2f+1 acks.
 // The lease runs from when the commit was sent.
-func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration) (*Lock, error) {
+func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, suspects []int) (*Lock, error) {
 	sent := c.cfg.Clock.Now()
 	if _, _, err := c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal()); err != nil {
 		return nil, err
 	}
 	l := newLock(c, tok, ttl, sent)
+	l.suspects = suspects
 	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
 	return l, nil
 }

@@ -17,6 +17,8 @@ type Lock struct {
 	c     *Client
 	token protocol.Token
 	ttl   time.Duration
+	// suspects are nodes that sent invalid partials during acquisition.
+	suspects []int
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -46,6 +48,11 @@ func newLock(c *Client, tok protocol.Token, ttl time.Duration, sent time.Time) *
 
 // Token is the fencing token.
 func (l *Lock) Token() protocol.Token { return l.token }
+
+// Suspects lists the indices of nodes that sent invalid partial signatures
+// while this lock was acquired: evidence for operators that a node is
+// faulty or malicious.
+func (l *Lock) Suspects() []int { return append([]int(nil), l.suspects...) }
 
 // Epoch is the token's epoch.
 func (l *Lock) Epoch() uint64 { return l.token.Epoch }

@@ -56,6 +56,9 @@ type Hooks struct {
 	// the request (its stream is reset). It may block until ctx ends to
 	// model delay.
 	Intercept func(ctx context.Context, proto string, from peer.ID) error
+	// Reply may rewrite a reply before it is sent (Byzantine behaviour in
+	// tests: corrupt partials, lie in Status).
+	Reply func(proto string, from peer.ID, reply []byte) []byte
 }
 
 // DefaultRules are the voting defaults: MaxEpochStep from the cluster file
@@ -143,6 +146,7 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.handleCommit))
 	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.handleRenew))
 	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.handleRelease))
+	h.SetStreamHandler(protocol.ProtoAbandon, n.handler(protocol.ProtoAbandon, n.handleAbandon))
 	log.Infow("node started", "index", cfg.Share.Index(), "peer", h.ID(), "cluster", cfg.Cluster.ID)
 	return n, nil
 }
@@ -163,7 +167,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.closeMu.Unlock()
-	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease} {
+	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease, protocol.ProtoAbandon} {
 		n.host.RemoveStreamHandler(lp2pproto.ID(p))
 	}
 	n.cancel()
@@ -231,6 +235,9 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 			log.Debugw("request failed", "peer", from, "proto", proto, "err", err)
 			_ = s.Reset()
 			return
+		}
+		if hook := n.cfg.Hooks.Reply; hook != nil {
+			reply = hook(proto, from, reply)
 		}
 		if err := protocol.WriteFrame(s, reply); err != nil {
 			_ = s.Reset()
@@ -417,6 +424,19 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	}
 	return ack(n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Release(rec, req.Token, now), nil
+	}))
+}
+
+func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalAbandonRequest(b)
+	if err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if req.Cluster != n.cfg.Cluster.ID {
+		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
+	}
+	return ack(n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Abandon(rec, from.String(), req.Epoch, now), nil
 	}))
 }
 

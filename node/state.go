@@ -148,6 +148,22 @@ func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 	return o
 }
 
+// Abandon drops the holder's uncommitted vote at epoch, freeing the
+// resource at once. LastEpoch is unchanged, so the node still never votes
+// at that epoch for anyone else (S1).
+func (r Rules) Abandon(rec Record, holder string, epoch uint64, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	o.expire(now)
+	n := &o.Next
+	if n.Lease.Holder != holder || n.Lease.Epoch != epoch || n.Lease.Committed {
+		return o.refuse(protocol.CodeNotHolder, "no uncommitted vote of this holder at this epoch")
+	}
+	n.Lease = Lease{}
+	o.Changed = true
+	o.audit(now, AuditAbandon, n.Resource, epoch, holder, "")
+	return o
+}
+
 // Status is a node's view of a resource.
 func Status(rec Record, now time.Time) protocol.StatusReply {
 	s := protocol.StatusReply{LastEpoch: rec.LastEpoch, Certified: rec.Certified}

@@ -55,6 +55,7 @@ const (
 	AuditCommit  AuditKind = "commit"
 	AuditRenew   AuditKind = "renew"
 	AuditRelease AuditKind = "release"
+	AuditAbandon AuditKind = "abandon"
 	AuditExpire  AuditKind = "expire"
 	AuditCatchUp AuditKind = "catch-up"
 	AuditRevoke  AuditKind = "revoke"

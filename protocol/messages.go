@@ -17,6 +17,9 @@ const (
 	ProtoCommit  = "/palisade/commit/1.0.0"
 	ProtoRenew   = "/palisade/renew/1.0.0"
 	ProtoRelease = "/palisade/release/1.0.0"
+	// ProtoAbandon withdraws a client's uncommitted votes after a round
+	// that could not reach a quorum, so split votes resolve at once.
+	ProtoAbandon = "/palisade/abandon/1.0.0"
 )
 
 // Frame and field limits.
@@ -186,6 +189,39 @@ type RenewRequest struct {
 	Resource string
 	Epoch    uint64
 	TTL      time.Duration
+}
+
+// AbandonRequest asks a node to drop the sender's uncommitted vote at an
+// epoch so the resource is free for others. The vote itself stays
+// recorded: the node never votes at that epoch again.
+type AbandonRequest struct {
+	Cluster  ClusterID
+	Resource string
+	Epoch    uint64
+}
+
+// Marshal encodes the request.
+func (m AbandonRequest) Marshal() []byte {
+	e := encoder{}
+	e.u8(Version)
+	e.fixed(m.Cluster[:])
+	e.str(m.Resource)
+	e.u64(m.Epoch)
+	return e.b
+}
+
+// UnmarshalAbandonRequest decodes an AbandonRequest strictly.
+func UnmarshalAbandonRequest(b []byte) (AbandonRequest, error) {
+	d := decoder{b: b}
+	d.version()
+	var m AbandonRequest
+	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+	m.Resource = d.resource()
+	m.Epoch = d.u64("epoch")
+	if err := d.finish(); err != nil {
+		return AbandonRequest{}, err
+	}
+	return m, nil
 }
 
 // ReleaseRequest ends the sender's lease.

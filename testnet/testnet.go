@@ -183,6 +183,7 @@ type Member struct {
 	running *node.Running
 	cut     bool
 	delay   time.Duration
+	filter  func(proto string, reply []byte) []byte
 }
 
 // Network is N nodes in one process.
@@ -255,7 +256,7 @@ func (nw *Network) Restart(i int) error {
 	var err error
 	// The port may linger briefly after a stop; retry a few times.
 	for try := 0; try < 50; try++ {
-		r, err = d.StartWith(nw.clock, node.Hooks{Intercept: m.intercept}, nw.rules)
+		r, err = d.StartWith(nw.clock, node.Hooks{Intercept: m.intercept, Reply: m.reply}, nw.rules)
 		if err == nil {
 			break
 		}
@@ -291,6 +292,25 @@ func (nw *Network) SetDelay(i int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.delay = d
+}
+
+// SetReplyFilter makes node i pass every reply through fn before sending
+// it (nil: honest again). It is how tests make a node Byzantine.
+func (nw *Network) SetReplyFilter(i int, fn func(proto string, reply []byte) []byte) {
+	m := nw.Member(i)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.filter = fn
+}
+
+func (m *Member) reply(proto string, _ peer.ID, b []byte) []byte {
+	m.mu.Lock()
+	f := m.filter
+	m.mu.Unlock()
+	if f == nil {
+		return b
+	}
+	return f(proto, b)
 }
 
 // errCutOff is what a cut-off node's interceptor returns.

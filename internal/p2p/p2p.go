@@ -116,6 +116,7 @@ func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host,
 		libp2p.DisableIdentifyAddressDiscovery(),
 		libp2p.ForceReachabilityPublic(),
 		libp2p.Ping(false),
+		libp2p.ResourceManager(&network.NullResourceManager{}),
 	}
 	if len(listen) == 0 {
 		opts = append(opts, libp2p.NoListenAddrs)
