@@ -376,3 +376,60 @@ func BenchmarkAcquireN4(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// TestStrangerRefusedByGater: a libp2p host whose peer ID is neither a
+// member nor a configured client cannot open a stream to a node, even if
+// it speaks the protocol.
+func TestStrangerRefusedByGater(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	stranger, err := p2p.GenerateIdentity(mrand.New(mrand.NewSource(99)))
+	require.NoError(t, err)
+	m := nw.Member(1)
+	h, err := p2p.NewHost(stranger, nil, p2p.NewGater(m.PeerID))
+	require.NoError(t, err)
+	defer h.Close()
+	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "refused promptly, not by timeout")
+
+	// The same request from the configured client identity is answered.
+	h2, err := p2p.NewHost(nw.Keys.Clients[0], nil, p2p.NewGater(m.PeerID))
+	require.NoError(t, err)
+	defer h2.Close()
+	require.NoError(t, p2p.AddPeer(h2, m.PeerID, m.Dir.Listen))
+	b, err := p2p.Call(ctx, h2, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	require.NoError(t, err)
+	_, err = protocol.UnmarshalStatusReply(b)
+	require.NoError(t, err)
+}
+
+// TestOversizedFrameRefused: a request frame announcing more than the cap
+// is reset without the node reading it, and the node keeps serving.
+func TestOversizedFrameRefused(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	m := nw.Member(1)
+	h, err := p2p.NewHost(nw.Keys.Clients[0], nil, p2p.NewGater(m.PeerID))
+	require.NoError(t, err)
+	defer h.Close()
+	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, make([]byte, protocol.MaxFrameSize+1))
+	require.ErrorIs(t, err, protocol.ErrFrameTooLarge, "the sender refuses to write it")
+
+	s, err := h.NewStream(ctx, m.PeerID, protocol.ProtoStatus)
+	require.NoError(t, err)
+	_, err = s.Write([]byte{0xff, 0xff, 0xff, 0x7f}) // announces ~256 MiB
+	require.NoError(t, err)
+	_, err = protocol.ReadFrame(s, protocol.MaxFrameSize)
+	require.Error(t, err, "the node resets the stream instead of answering")
+	_ = s.Reset()
+
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	require.NoError(t, err)
+	_, err = protocol.UnmarshalStatusReply(b)
+	require.NoError(t, err)
+}
