@@ -6,9 +6,11 @@ require (
 	github.com/ipfs/go-log/v2 v2.9.2
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/libp2p/go-libp2p v0.51.0
+	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/stretchr/testify v1.12.1
 	go.dedis.ch/kyber/v3 v3.1.0
 	go.etcd.io/bbolt v1.5.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -45,7 +47,6 @@ require (
 	github.com/mr-tron/base58 v1.3.0 // indirect
 	github.com/multiformats/go-base32 v0.1.0 // indirect
 	github.com/multiformats/go-base36 v0.2.0 // indirect
-	github.com/multiformats/go-multiaddr v0.16.1 // indirect
 	github.com/multiformats/go-multiaddr-dns v0.6.0 // indirect
 	github.com/multiformats/go-multiaddr-fmt v0.1.0 // indirect
 	github.com/multiformats/go-multibase v0.3.0 // indirect
