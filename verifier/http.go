@@ -1,0 +1,210 @@
+package verifier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// HTTP header names.
+const (
+	// HeaderToken carries the token's text form (protocol.Token.String) in a
+	// request.
+	HeaderToken = "Palisade-Token"
+	// HeaderBarrier carries the resource's barrier in a 409 response to a
+	// stale token.
+	HeaderBarrier = "Palisade-Barrier"
+)
+
+// DefaultMaxBodyBytes is the default bound on a request body Middleware
+// buffers.
+const DefaultMaxBodyBytes = 1 << 20
+
+type ctxKey int
+
+const (
+	txKey ctxKey = iota
+	tokenKey
+)
+
+// TxFromContext returns the guarded transaction of a request that
+// Fence.Middleware admitted. It is valid only until the handler returns.
+func TxFromContext(ctx context.Context) (Tx, bool) {
+	tx, ok := ctx.Value(txKey).(Tx)
+	return tx, ok
+}
+
+// TokenFromContext returns the verified token of a request that
+// Fence.Middleware admitted.
+func TokenFromContext(ctx context.Context) (protocol.Token, bool) {
+	tok, ok := ctx.Value(tokenKey).(protocol.Token)
+	return tok, ok
+}
+
+// errHandlerFailed aborts the guarded transaction of a handler that answered
+// with an error status.
+var errHandlerFailed = errors.New("verifier: handler answered with an error status")
+
+// Middleware fences next. For each request it reads the token from the
+// HeaderToken header and the resource from resourceOf, and:
+//
+//   - answers 401 with a short text reason if the header is missing or
+//     repeated, or the token is malformed, invalid, for another cluster or
+//     for another resource (VerifyFor; an empty resource matches no token);
+//   - answers 413 if the body is larger than MaxBodyBytes. The body is read
+//     into memory after the token is verified and before the transaction
+//     opens, so a slow client never holds the store's write lock;
+//   - answers 409 with the epoch and barrier in the body and the barrier in
+//     HeaderBarrier if the token is stale;
+//   - otherwise runs next inside BarrierStore.Guard, with the transaction
+//     and the token in the request context (TxFromContext,
+//     TokenFromContext), and records its response. A status of 400 or more
+//     aborts the transaction, leaving barrier and data unchanged; anything
+//     else commits the writes and the barrier raise together. Only then is
+//     the recorded response sent, so a client never sees success for a
+//     write that did not commit. A store failure answers 500.
+//
+// Every method takes the same path, reads included: a read admitted with a
+// higher epoch raises the barrier. That is safe (a newer token exists, so
+// older holders are fenced anyway) and makes reads consistent with the
+// barrier check. next runs while the store's write transaction is open, so
+// it must be short, must not call the store itself, and cannot stream
+// (http.Flusher is not supported).
+func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vals := r.Header.Values(HeaderToken)
+		if len(vals) == 0 {
+			unauthorized(w, "missing "+HeaderToken+" header")
+			return
+		}
+		if len(vals) > 1 {
+			unauthorized(w, "more than one "+HeaderToken+" header")
+			return
+		}
+		resource := resourceOf(r)
+		tok, err := parse(vals[0])
+		if err == nil {
+			err = f.v.VerifyFor(tok, resource)
+		}
+		if err != nil {
+			unauthorized(w, reason(err))
+			return
+		}
+		if err := f.bufferBody(w, r); err != nil {
+			return
+		}
+		ctx := context.WithValue(r.Context(), tokenKey, tok)
+		rec := newRecorder()
+		err = f.s.Guard(r.Context(), resource, tok.Epoch, func(tx Tx) error {
+			next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, txKey, tx)))
+			if rec.status() >= 400 {
+				return errHandlerFailed
+			}
+			return nil
+		})
+		var stale *StaleError
+		switch {
+		case err == nil, errors.Is(err, errHandlerFailed):
+			rec.copyTo(w)
+		case errors.As(err, &stale):
+			w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
+			http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
+		default:
+			http.Error(w, "barrier store failed", http.StatusInternalServerError)
+		}
+	})
+}
+
+func unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", "Palisade")
+	http.Error(w, msg, http.StatusUnauthorized)
+}
+
+// reason is the short text for a refused token.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, ErrMalformedToken):
+		return "malformed token"
+	case errors.Is(err, ErrWrongCluster):
+		return "token for another cluster"
+	case errors.Is(err, ErrWrongResource):
+		return "token for another resource"
+	default:
+		return "invalid token signature"
+	}
+}
+
+// bufferBody replaces r.Body with an in-memory copy, answering 413 or 400 and
+// returning an error if it cannot.
+func (f *Fence) bufferBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	limit := f.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "cannot read request body", http.StatusBadRequest)
+		}
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return nil
+}
+
+// recorder buffers a handler's response until the transaction has
+// committed.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http does
+	}
+	if r.code != 0 || code < 200 {
+		return // informational responses cannot be buffered; drop them
+	}
+	r.code = code
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}
+
+func (r *recorder) copyTo(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range r.header {
+		h[k] = v
+	}
+	w.WriteHeader(r.status())
+	_, _ = w.Write(r.body.Bytes())
+}

@@ -1,0 +1,144 @@
+package verifier
+
+import (
+	"context"
+	"sync"
+)
+
+// MemoryStore is a BarrierStore in memory, for tests only: its barriers do
+// not survive a restart, so it does not give S4. One mutex serialises every
+// call; a guarded write's changes are buffered and applied only if the write
+// returns nil.
+type MemoryStore struct {
+	mu       sync.Mutex
+	closed   bool
+	barriers map[string]uint64
+	data     map[string]map[string][]byte
+}
+
+var _ BarrierStore = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty in-memory store, for tests only.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{
+		barriers: map[string]uint64{},
+		data:     map[string]map[string][]byte{},
+	}
+}
+
+// Barrier implements BarrierStore.
+func (m *MemoryStore) Barrier(ctx context.Context, resource string) (uint64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, false, ErrClosed
+	}
+	b, ok := m.barriers[resource]
+	return b, ok, nil
+}
+
+// Guard implements BarrierStore.
+func (m *MemoryStore) Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error {
+	if err := checkGuardArgs(ctx, resource); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	barrier, ok := m.barriers[resource]
+	if ok && epoch < barrier {
+		return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	}
+	tx := &memTx{base: m.data[resource], pending: map[string][]byte{}}
+	if write != nil {
+		err := func() error {
+			defer func() { tx.done = true }()
+			return write(tx)
+		}()
+		if err != nil {
+			return wrapWriteErr(resource, epoch, err)
+		}
+	}
+	if len(tx.pending) > 0 {
+		d := m.data[resource]
+		if d == nil {
+			d = map[string][]byte{}
+			m.data[resource] = d
+		}
+		for k, v := range tx.pending {
+			if v == nil {
+				delete(d, k)
+			} else {
+				d[k] = v
+			}
+		}
+		if len(d) == 0 {
+			delete(m.data, resource)
+		}
+	}
+	if !ok || epoch > barrier {
+		m.barriers[resource] = epoch
+	}
+	return nil
+}
+
+// Close implements BarrierStore.
+func (m *MemoryStore) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// memTx buffers writes over a resource's committed data. In pending, a nil
+// value is a delete and a non-nil (possibly empty) value a put.
+type memTx struct {
+	base    map[string][]byte
+	pending map[string][]byte
+	done    bool
+}
+
+func (t *memTx) check(key string) error {
+	if t.done {
+		return errTxDone
+	}
+	if key == "" {
+		return errEmptyKey
+	}
+	return nil
+}
+
+func (t *memTx) Get(key string) ([]byte, bool, error) {
+	if err := t.check(key); err != nil {
+		return nil, false, err
+	}
+	v, ok := t.pending[key]
+	if !ok {
+		v, ok = t.base[key]
+	}
+	if !ok || v == nil {
+		return nil, false, nil
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+func (t *memTx) Put(key string, value []byte) error {
+	if err := t.check(key); err != nil {
+		return err
+	}
+	t.pending[key] = append([]byte{}, value...)
+	return nil
+}
+
+func (t *memTx) Delete(key string) error {
+	if err := t.check(key); err != nil {
+		return err
+	}
+	t.pending[key] = nil
+	return nil
+}

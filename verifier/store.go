@@ -1,0 +1,70 @@
+package verifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Tx is a resource's key-value space inside one guarded transaction. Keys
+// are scoped to the resource the transaction guards: two resources never see
+// each other's keys, and data never shares a namespace with barriers. Writes
+// are visible to later reads in the same Tx and commit together with the
+// barrier, or not at all. Keys must be non-empty. Values are copied in and
+// out, so callers may reuse their slices. A Tx is valid only while the write
+// function it was given to runs, and is not safe for concurrent use.
+type Tx interface {
+	// Get returns the value of key and whether it is present.
+	Get(key string) (value []byte, ok bool, err error)
+	// Put sets key to value (a nil value stores an empty value).
+	Put(key string, value []byte) error
+	// Delete removes key; deleting an absent key is not an error.
+	Delete(key string) error
+}
+
+// BarrierStore keeps each resource's barrier, the highest epoch it has
+// admitted, and runs guarded writes atomically with the barrier check and
+// raise (S4). Implementations are safe for concurrent use, serialise Guard
+// calls on one resource, and pass the conformance suite in package
+// verifier/barriertest.
+type BarrierStore interface {
+	// Barrier returns the resource's barrier; ok is false if the resource has
+	// never admitted a write.
+	Barrier(ctx context.Context, resource string) (epoch uint64, ok bool, err error)
+	// Guard runs write inside one transaction iff epoch >= barrier(resource)
+	// (any epoch is admitted for a resource without a barrier), and raises
+	// the barrier to epoch if epoch is higher, committing the barrier and
+	// write's changes together or neither. If epoch < barrier it returns a
+	// *StaleError (errors.Is ErrStale) without running write. If write
+	// returns an error or panics, nothing changes and Guard returns an error
+	// wrapping write's error (a panic propagates). A nil write only admits
+	// the epoch. write runs at most once. Guard fails without running write
+	// if ctx is already done (wrapping ctx.Err()), if resource is empty, or
+	// with ErrClosed after Close. write must not call the store.
+	Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error
+	// Close releases the store. Later calls fail with ErrClosed; a second
+	// Close returns nil.
+	Close() error
+}
+
+var (
+	errEmptyResource = errors.New("verifier: empty resource name")
+	errEmptyKey      = errors.New("verifier: empty key")
+	errTxDone        = errors.New("verifier: transaction used after its write function returned")
+)
+
+// checkGuardArgs runs the checks every store makes before a transaction.
+func checkGuardArgs(ctx context.Context, resource string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("verifier: guard %q: %w", resource, err)
+	}
+	if resource == "" {
+		return errEmptyResource
+	}
+	return nil
+}
+
+// wrapWriteErr names the failing step around a guarded write's error.
+func wrapWriteErr(resource string, epoch uint64, err error) error {
+	return fmt.Errorf("verifier: guarded write to %q at epoch %d: %w", resource, epoch, err)
+}
