@@ -70,7 +70,7 @@ func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duratio
 	if n.Certified != nil && n.Certified.Epoch > known {
 		known = n.Certified.Epoch
 	}
-	if epoch-known > r.MaxEpochStep {
+	if epoch > known && epoch-known > r.MaxEpochStep {
 		return o.refuse(protocol.CodeTooFar, fmt.Sprintf("epoch %d is more than %d above known epoch %d", epoch, r.MaxEpochStep, known))
 	}
 	if n.Lease.Active(now) && n.Lease.Holder != holder {
@@ -117,12 +117,13 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 // Renew extends the holder's committed, unexpired lease at epoch.
 func (r Rules) Renew(rec Record, holder string, epoch uint64, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	l := rec.Lease // judged as it was, before expiry clears it
 	o.expire(now)
 	n := &o.Next
 	switch {
-	case n.Lease.Holder != holder || n.Lease.Epoch != epoch:
+	case l.Holder != holder || l.Epoch != epoch:
 		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
-	case !n.Lease.Committed || !n.Lease.Active(now):
+	case !l.Committed || !l.Active(now):
 		return o.refuse(protocol.CodeNoLease, "lease expired or not committed")
 	}
 	n.Lease.Expires = now.Add(r.clampTTL(ttl))
