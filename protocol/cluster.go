@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -64,21 +65,32 @@ func (c ClientInfo) Allows(resource string) bool {
 	return false
 }
 
+// globMatch matches pattern against s where '*' matches any run of
+// characters. It backtracks only to the last star, so it runs in
+// O(len(pattern) * len(s)) whatever the pattern.
 func globMatch(pattern, s string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, pattern[:star]) {
-		return false
-	}
-	rest := pattern[star+1:]
-	for i := star; i <= len(s); i++ {
-		if globMatch(rest, s[i:]) {
-			return true
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
 		}
 	}
-	return false
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 // Cluster is a parsed and checked cluster file.
@@ -179,6 +191,9 @@ func LoadCluster(path string) (*Cluster, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadClusterFile, path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: %s: data after the JSON object", ErrBadClusterFile, path)
 	}
 	c, err := NewCluster(f)
 	if err != nil {

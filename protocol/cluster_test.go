@@ -295,3 +295,22 @@ func TestClientInfoAllows(t *testing.T) {
 	require.False(t, multi.Allows("jobs/1"))
 	require.False(t, ClientInfo{}.Allows("orders-db"), "no patterns allow nothing")
 }
+
+// TestGlobMatchLinear: a pattern with many stars cannot stall a node (the
+// old backtracking matcher took exponential time on this input).
+func TestGlobMatchLinear(t *testing.T) {
+	s := strings.Repeat("a", MaxResourceLen)
+	p := strings.Repeat("*a", 40) + "*b"
+	require.False(t, globMatch(p, s))
+	require.True(t, globMatch(p[:len(p)-1], s))
+	for _, c := range []struct {
+		p, s string
+		ok   bool
+	}{
+		{"*", "", true}, {"*", "x/y", true}, {"a*c", "abc", true}, {"a*c", "abd", false},
+		{"orders/*", "orders/1", true}, {"orders/*", "order/1", false}, {"a*b*c", "aXbYc", true},
+		{"a*b*c", "acb", false}, {"abc", "abc", true}, {"abc", "abcd", false}, {"**", "z", true},
+	} {
+		require.Equal(t, c.ok, globMatch(c.p, c.s), "%q ~ %q", c.p, c.s)
+	}
+}

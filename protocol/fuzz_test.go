@@ -24,7 +24,7 @@ var writeCorpus = flag.Bool("write-corpus", false, "rewrite the fuzz seed corpus
 var fuzzTargets = []string{
 	"FuzzParseToken", "FuzzParseTokenText", "FuzzStatusRequest", "FuzzStatusReply",
 	"FuzzAcquireRequest", "FuzzAcquireReply", "FuzzCommitRequest", "FuzzRenewRequest",
-	"FuzzReleaseRequest", "FuzzAck", "FuzzReadFrame",
+	"FuzzReleaseRequest", "FuzzAbandonRequest", "FuzzAck", "FuzzReadFrame",
 }
 
 // stringTargets take a string, not []byte.
@@ -103,7 +103,8 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 		"StatusRequest": "FuzzStatusRequest", "StatusReply": "FuzzStatusReply",
 		"AcquireRequest": "FuzzAcquireRequest", "AcquireReply": "FuzzAcquireReply",
 		"CommitRequest": "FuzzCommitRequest", "RenewRequest": "FuzzRenewRequest",
-		"ReleaseRequest": "FuzzReleaseRequest", "Ack": "FuzzAck",
+		"ReleaseRequest": "FuzzReleaseRequest", "AbandonRequest": "FuzzAbandonRequest",
+		"Ack": "FuzzAck",
 	}
 	for _, m := range validMessages(tb) {
 		typ, variant, _ := strings.Cut(m.name, "/")
@@ -130,6 +131,8 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzCommitRequest", "invalid-non-canonical-signature", wire(nonCanon, wu64(1)))
 	add("FuzzRenewRequest", "invalid-resource-space", wire(st.Cluster[:], wstr("a b"), wu64(1), wu64(1)))
 	add("FuzzReleaseRequest", "invalid-non-canonical-signature", wire(nonCanon))
+	add("FuzzAbandonRequest", "invalid-resource-257", wire(st.Cluster[:], wstr(strings.Repeat("r", 257)), wu64(1)))
+	add("FuzzAbandonRequest", "invalid-resource-space", wire(st.Cluster[:], wstr("a b"), wu64(1)))
 	add("FuzzAck", "invalid-code-9", wire(wu8(9), wu64(1), wu64(0), wstr("")))
 	add("FuzzAck", "invalid-message-not-utf8", wire(wu8(1), wu64(1), wu64(0), wstr("\xc3")))
 
@@ -217,6 +220,7 @@ func TestSeedsClassified(t *testing.T) {
 		"FuzzCommitRequest":  func(b []byte) error { _, err := UnmarshalCommitRequest(b); return err },
 		"FuzzRenewRequest":   func(b []byte) error { _, err := UnmarshalRenewRequest(b); return err },
 		"FuzzReleaseRequest": func(b []byte) error { _, err := UnmarshalReleaseRequest(b); return err },
+		"FuzzAbandonRequest": func(b []byte) error { _, err := UnmarshalAbandonRequest(b); return err },
 		"FuzzAck":            func(b []byte) error { _, err := UnmarshalAck(b); return err },
 		"FuzzReadFrame":      func(b []byte) error { _, err := ReadFrame(bytes.NewReader(b), MaxFrameSize); return err },
 	}
@@ -329,6 +333,10 @@ func FuzzRenewRequest(f *testing.F) {
 
 func FuzzReleaseRequest(f *testing.F) {
 	fuzzDecoder(f, "FuzzReleaseRequest", UnmarshalReleaseRequest, marshalOf[ReleaseRequest])
+}
+
+func FuzzAbandonRequest(f *testing.F) {
+	fuzzDecoder(f, "FuzzAbandonRequest", UnmarshalAbandonRequest, marshalOf[AbandonRequest])
 }
 
 func FuzzAck(f *testing.F) {

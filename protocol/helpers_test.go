@@ -125,6 +125,7 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"AcquireReply/refuse-no-message", AcquireReply{Kind: KindRefuse, Code: CodeTooFar, LastEpoch: 1}, decodeAs(UnmarshalAcquireReply)},
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
 		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
+		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43}, decodeAs(UnmarshalAbandonRequest)},
 		{"ReleaseRequest", ReleaseRequest{Token: tok}, decodeAs(UnmarshalReleaseRequest)},
 		{"Ack/ok", Ack{Code: CodeOK, LastEpoch: 42, Left: 30 * time.Second}, decodeAs(UnmarshalAck)},
 		{"Ack/refused", Ack{Code: CodeNotHolder, LastEpoch: 42, Message: "lease held by another client"}, decodeAs(UnmarshalAck)},

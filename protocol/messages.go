@@ -80,7 +80,7 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 			break
 		}
 	}
-	if n > uint64(max) {
+	if max < 0 || n > uint64(max) {
 		return nil, fmt.Errorf("%w: %d bytes, cap %d", ErrFrameTooLarge, n, max)
 	}
 	body := make([]byte, n)
@@ -259,11 +259,13 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("refused: %s (last epoch %d): %s", e.Code, e.LastEpoch, e.Message)
 }
 
+// durMS encodes a duration in whole milliseconds, clamped to what the
+// decoder accepts.
 func durMS(d time.Duration) uint64 {
 	if d <= 0 {
 		return 0
 	}
-	return uint64(d / time.Millisecond)
+	return uint64(min(d, maxWireDuration) / time.Millisecond)
 }
 
 func msDur(d *decoder, what string) time.Duration {

@@ -239,6 +239,11 @@ func ParseTokenText(s string) (Token, error) {
 	if !ok {
 		return Token{}, fmt.Errorf("%w: token text must start with %q", ErrMalformed, TokenTextPrefix)
 	}
+	// Go's base64 decoder skips CR and LF even in strict mode: refuse them
+	// so each token has exactly one text form.
+	if strings.ContainsAny(rest, "\r\n") {
+		return Token{}, fmt.Errorf("%w: token text contains a line break", ErrMalformed)
+	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: token text: %w", ErrMalformed, err)
