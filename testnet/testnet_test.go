@@ -433,3 +433,15 @@ func TestOversizedFrameRefused(t *testing.T) {
 	_, err = protocol.UnmarshalStatusReply(b)
 	require.NoError(t, err)
 }
+
+// TestBenchSmall runs the benchmark command's code on a few cycles and
+// checks that it measured something (speed is never asserted).
+func TestBenchSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Bench(ctx, BenchOptions{Nodes: 4, Clients: 2, Acquires: 3, Contended: true, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.Len(t, r.Acquire, 6)
+	require.Zero(t, r.Failures)
+	require.LessOrEqual(t, r.Acquire[0], r.Acquire[5])
+}
