@@ -7,6 +7,7 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/libp2p/go-libp2p v0.51.0
 	github.com/multiformats/go-multiaddr v0.16.1
+	github.com/rogpeppe/go-internal v1.14.1
 	github.com/stretchr/testify v1.12.1
 	go.dedis.ch/kyber/v3 v3.1.0
 	go.etcd.io/bbolt v1.5.0

@@ -101,6 +101,9 @@ type Client struct {
 
 	rmu sync.Mutex
 	rng *rand.Rand
+
+	vmu      sync.Mutex
+	verified map[[32]byte]struct{}
 }
 
 // New starts a client with its own libp2p host (no listen addresses).
@@ -143,7 +146,7 @@ func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
 
 func newClient(cfg Config, h host.Host) (*Client, error) {
 	f, t := crypto.FaultThreshold(cfg.Cluster.File.N)
-	c := &Client{cfg: cfg, host: h, f: f, t: t, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	c := &Client{cfg: cfg, host: h, f: f, t: t, verified: map[[32]byte]struct{}{}, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	for _, n := range cfg.Cluster.File.Nodes {
 		id, err := peer.Decode(n.PeerID)
 		if err != nil {
@@ -238,13 +241,13 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 		ctx, cancel = context.WithTimeout(ctx, o.wait)
 		defer cancel()
 	}
-	var floor uint64 // the lowest epoch worth trying, learned from refusals
+	var rs round
 	backoff := c.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
 		}
-		lock, err := c.attempt(ctx, resource, o.ttl, &floor)
+		lock, err := c.attempt(ctx, resource, o.ttl, &rs)
 		if err == nil {
 			return lock, nil
 		}
@@ -263,8 +266,8 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 		default:
 			return nil, err
 		}
-		if err := c.sleep(ctx, c.jitter(backoff)); err != nil {
-			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, err, unwrapRetry(err))
+		if serr := c.sleep(ctx, c.jitter(backoff)); serr != nil {
+			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, serr, unwrapRetry(err))
 		}
 	}
 }
@@ -336,11 +339,10 @@ type NodeStatus struct {
 // Status asks every node about resource and returns the answers of at least
 // 2f+1 of them.
 func (c *Client) Status(ctx context.Context, resource string) ([]NodeStatus, error) {
-	sts, _, err := c.status(ctx, resource)
-	return sts, err
+	return c.status(ctx, resource)
 }
 
-func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, *protocol.Token, error) {
+func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, error) {
 	ctx, cancel := c.linked(ctx)
 	defer cancel()
 	ch := c.fanOut(ctx, protocol.ProtoStatus, protocol.StatusRequest{Resource: resource}.Marshal())
@@ -363,9 +365,18 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, *pr
 		}
 	}
 	if len(sts) < c.t {
-		return nil, nil, &QuorumError{Op: "status", Need: c.t, Got: len(sts), Nodes: failed}
+		return nil, &QuorumError{Op: "status", Need: c.t, Got: len(sts), Nodes: failed}
 	}
-	return sts, c.bestToken(resource, sts), nil
+	return sts, nil
+}
+
+// round is what one acquisition carries from one attempt to the next.
+type round struct {
+	// floor is the lowest epoch worth trying, learned from refusals.
+	floor uint64
+	// wantProof is set once a node refused an epoch as too far ahead: the
+	// next attempt shows the nodes the highest certified token.
+	wantProof bool
 }
 
 // bestToken returns the highest certified token among the reports that
@@ -383,11 +394,46 @@ func (c *Client) bestToken(resource string, sts []NodeStatus) *protocol.Token {
 		if i > c.f {
 			break
 		}
-		if c.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature) == nil {
+		if c.verifyCached(*t) == nil {
 			return t
 		}
 	}
 	return nil
+}
+
+// verifyCached checks a token's signature, remembering the digests of the
+// last good ones (keyed on the canonical encoding, never raw bytes) so the
+// token a node reports again and again costs one pairing check.
+func (c *Client) verifyCached(t protocol.Token) error {
+	d := t.Digest()
+	c.vmu.Lock()
+	_, ok := c.verified[d]
+	c.vmu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := c.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature); err != nil {
+		return err
+	}
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	if len(c.verified) >= 1024 {
+		clear(c.verified)
+	}
+	c.verified[d] = struct{}{}
+	return nil
+}
+
+// highestClaim is the highest epoch of a certified token some node
+// reports for resource (unverified).
+func highestClaim(resource string, sts []NodeStatus) uint64 {
+	var h uint64
+	for _, s := range sts {
+		if t := s.Certified; t != nil && t.Resource == resource && t.Epoch > h {
+			h = t.Epoch
+		}
+	}
+	return h
 }
 
 // nextEpoch picks the epoch to ask for: one above the (f+1)-th highest
@@ -410,12 +456,18 @@ func (c *Client) nextEpoch(sts []NodeStatus, proof *protocol.Token, floor uint64
 }
 
 // attempt is one acquisition round: status, votes, combine, commit.
-func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration, floor *uint64) (*Lock, error) {
-	sts, proof, err := c.status(ctx, resource)
+func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration, rs *round) (*Lock, error) {
+	sts, err := c.status(ctx, resource)
 	if err != nil {
 		return nil, err
 	}
-	epoch := c.nextEpoch(sts, proof, *floor)
+	// A reported token costs a pairing check: verify one only if it would
+	// raise the epoch we pick, or if a node needs it to catch up.
+	var proof *protocol.Token
+	if rs.wantProof || highestClaim(resource, sts) > c.nextEpoch(sts, nil, 0)-1 {
+		proof = c.bestToken(resource, sts)
+	}
+	epoch := c.nextEpoch(sts, proof, rs.floor)
 	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
 	msg := stmt.SignedBytes()
 	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof}.Marshal()
@@ -461,7 +513,10 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 			e := &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: &protocol.RefusedError{Code: ar.Code, LastEpoch: ar.LastEpoch, Message: ar.Message}}
 			failed = append(failed, e)
 			switch ar.Code {
-			case protocol.CodeStale, protocol.CodeTooFar:
+			case protocol.CodeTooFar:
+				rs.wantProof = true
+				stale = append(stale, ar.LastEpoch)
+			case protocol.CodeStale:
 				stale = append(stale, ar.LastEpoch)
 			case protocol.CodeUnauthorised, protocol.CodeWrongCluster, protocol.CodeBadRequest:
 				hard = append(hard, e)
@@ -484,7 +539,7 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		if len(votes) > 0 {
 			c.abandon(resource, epoch, votes)
 		}
-		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), floor)
+		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), rs)
 	}
 	cancel()
 	var suspects []int
@@ -544,7 +599,7 @@ func (c *Client) checkVote(m member, stmt protocol.Statement, ar protocol.Acquir
 
 // roundError explains a failed round and decides whether it is worth
 // retrying.
-func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, busy []protocol.AcquireReply, busyIdx []int, stale []uint64, hard []*NodeError, votes int, floor *uint64) error {
+func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, busy []protocol.AcquireReply, busyIdx []int, stale []uint64, hard []*NodeError, votes int, rs *round) error {
 	qe := &QuorumError{Op: fmt.Sprintf("acquire %q at epoch %d", resource, epoch), Need: c.t, Got: votes, Nodes: failed}
 	if len(hard) > c.f {
 		return &RefusedError{Op: qe.Op, Nodes: hard}
@@ -553,8 +608,8 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 		// At least one honest node is at or above the (f+1)-th highest
 		// reported epoch: start the next round above it.
 		sort.Slice(stale, func(i, j int) bool { return stale[i] > stale[j] })
-		if next := stale[c.f] + 1; next > *floor {
-			*floor = next
+		if next := stale[c.f] + 1; next > rs.floor {
+			rs.floor = next
 		}
 		return errRetry{qe}
 	}
@@ -582,8 +637,8 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 	}
 	if votes > 0 || len(busy) > 0 || len(stale) > 0 {
 		// Split votes: nobody can finish this epoch; try a higher one.
-		if epoch+1 > *floor {
-			*floor = epoch + 1
+		if epoch+1 > rs.floor {
+			rs.floor = epoch + 1
 		}
 		return errRetry{qe}
 	}

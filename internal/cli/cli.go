@@ -1,0 +1,341 @@
+// Package cli is the palisade command line: keygen, node, testnet,
+// acquire, verify, demo and help. cmd/palisade only calls Main.
+//
+// Every command parses its flags with the standard flag package; a flag
+// not given on the command line is read from the environment variable
+// PALISADE_<NAME> (upper case, dashes as underscores; see EnvVar). Errors
+// print "palisade: error: …" on stderr and exit 1.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/libp2p/go-libp2p/gologshim"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+var log = logging.Logger("palisade/cli")
+
+// EnvPrefix starts the name of every environment variable that sets a flag.
+const EnvPrefix = "PALISADE_"
+
+// EnvVar returns the environment variable that sets flag name when the
+// command line does not: "base-port" is PALISADE_BASE_PORT.
+func EnvVar(name string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// Config holds the settings of every command; each command reads the
+// fields it needs. DefaultConfig gives the defaults, Validate checks them.
+type Config struct {
+	// Dir is the keygen or testnet directory, or a node directory
+	// (--dir). No default; keygen, node and testnet need it.
+	Dir string
+	// Nodes is the number of nodes for keygen and testnet (--nodes).
+	// Default 4.
+	Nodes int
+	// Name is the cluster name keygen writes (--name). Default
+	// "palisade-testnet".
+	Name string
+	// Host is the nodes' IP address or DNS name, one for all nodes or a
+	// comma-separated list of one per node (--host). Default "127.0.0.1".
+	Host string
+	// BasePort puts node i on TCP port BasePort+i; 0 picks free ports on
+	// 127.0.0.1 (--base-port). Default 0.
+	BasePort int
+	// Cluster is the cluster file for acquire and verify (--cluster). No
+	// default.
+	Cluster string
+	// Identity is the client key file for acquire (--identity). No
+	// default.
+	Identity string
+	// TTL is the lease length acquire asks for (--ttl). Default 10s, at
+	// most protocol.MaxTTL.
+	TTL time.Duration
+	// Wait is how long acquire waits for a busy resource or for enough
+	// nodes; 0 tries once (--wait). Default 0.
+	Wait time.Duration
+	// Seed seeds the demo's key generation (--seed). Default 1.
+	Seed uint64
+	// Clients is the number of concurrent clients of bench (--clients).
+	// Default 1.
+	Clients int
+	// Cycles is the number of acquire+release cycles per client of bench
+	// (--cycles). Default 200.
+	Cycles int
+	// Contended makes bench's clients share one resource (--contended).
+	Contended bool
+}
+
+// DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
+// Host "127.0.0.1", BasePort 0 (free ports), TTL 10s, Wait 0 (try once),
+// Seed 1; Dir, Cluster and Identity are empty and must be given.
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 4,
+		Name:  "palisade-testnet",
+		Host:  "127.0.0.1",
+		TTL:   10 * time.Second,
+		Seed:  1,
+
+		Clients: 1,
+		Cycles:  200,
+	}
+}
+
+// Validate checks the ranges of the settings. Which fields are required
+// depends on the command; the commands check that.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1:
+		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
+	case c.Nodes > 1000:
+		return fmt.Errorf("--nodes must be at most 1000, got %d", c.Nodes)
+	case c.Name == "":
+		return errors.New("--name must not be empty")
+	case strings.TrimSpace(c.Host) == "":
+		return errors.New("--host must not be empty")
+	case c.BasePort < 0 || c.BasePort+c.Nodes > 65535:
+		return fmt.Errorf("--base-port %d: node ports %d..%d are not all valid TCP ports", c.BasePort, c.BasePort+1, c.BasePort+c.Nodes)
+	case c.TTL <= 0 || c.TTL > protocol.MaxTTL:
+		return fmt.Errorf("--ttl %v must be above 0 and at most %v", c.TTL, protocol.MaxTTL)
+	case c.Wait < 0:
+		return fmt.Errorf("--wait %v must not be negative", c.Wait)
+	}
+	return nil
+}
+
+// Main runs the command line in os.Args and exits: 0 on success, 1 on
+// error. SIGINT and SIGTERM cancel the command's context.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+var setupLogging = sync.OnceFunc(func() {
+	// libp2p logs through slog; send them through go-log, so GOLOG_*
+	// controls every subsystem alike.
+	gologshim.SetDefaultHandler(logging.SlogHandler())
+	if os.Getenv("GOLOG_LOG_LEVEL") != "" {
+		return
+	}
+	setPalisadeLogLevel("info")
+})
+
+// setPalisadeLogLevel sets the level of every palisade/* logger. go-log's
+// default, error, stays for everything else.
+func setPalisadeLogLevel(level string) {
+	for _, s := range logging.GetSubsystems() {
+		if strings.HasPrefix(s, "palisade/") {
+			_ = logging.SetLogLevel(s, level)
+		}
+	}
+}
+
+// command is one subcommand.
+type command struct {
+	usage string
+	run   func(ctx context.Context, e *env, cfg Config, args []string) error
+	// flags registers the command's flags on fs, bound to cfg.
+	flags func(fs *flag.FlagSet, cfg *Config)
+}
+
+var commands = map[string]command{
+	"keygen":  {keygenUsage, runKeygen, keygenFlags},
+	"node":    {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"testnet": {testnetUsage, runTestnet, keygenFlags},
+	"acquire": {acquireUsage, runAcquire, acquireFlags},
+	"verify":  {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
+	"demo":    {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
+	"bench":   {benchUsage, runBench, benchFlags},
+}
+
+func benchFlags(fs *flag.FlagSet, c *Config) {
+	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "")
+	fs.IntVar(&c.Clients, "clients", c.Clients, "")
+	fs.IntVar(&c.Cycles, "cycles", c.Cycles, "")
+	fs.BoolVar(&c.Contended, "contended", c.Contended, "")
+}
+
+func dirFlag(fs *flag.FlagSet, c *Config)     { fs.StringVar(&c.Dir, "dir", c.Dir, "") }
+func clusterFlag(fs *flag.FlagSet, c *Config) { fs.StringVar(&c.Cluster, "cluster", c.Cluster, "") }
+
+func keygenFlags(fs *flag.FlagSet, c *Config) {
+	dirFlag(fs, c)
+	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "")
+	fs.StringVar(&c.Name, "name", c.Name, "")
+	fs.StringVar(&c.Host, "host", c.Host, "")
+	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "")
+}
+
+func acquireFlags(fs *flag.FlagSet, c *Config) {
+	clusterFlag(fs, c)
+	fs.StringVar(&c.Identity, "identity", c.Identity, "")
+	fs.DurationVar(&c.TTL, "ttl", c.TTL, "")
+	fs.DurationVar(&c.Wait, "wait", c.Wait, "")
+}
+
+// env is what a running command writes to.
+type env struct {
+	stdout, stderr io.Writer
+	// set names the flags given on the command line or by environment.
+	set map[string]bool
+}
+
+// errUsage marks an error whose message should be followed by a hint to
+// read the usage.
+type errUsage struct {
+	cmd string
+	err error
+}
+
+func (e errUsage) Error() string { return e.err.Error() }
+func (e errUsage) Unwrap() error { return e.err }
+
+func usageErrorf(cmd, format string, args ...any) error {
+	return errUsage{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// Run runs one command line (without the program name) and returns the
+// exit status. ctx ends long-running commands (node, testnet) and aborts
+// the others.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	setupLogging()
+	if err := run(ctx, args, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "palisade: error: %v\n", err)
+		var ue errUsage
+		if errors.As(err, &ue) {
+			if ue.cmd == "" {
+				fmt.Fprintf(stderr, "palisade: run \"palisade help\" for usage.\n")
+			} else {
+				fmt.Fprintf(stderr, "palisade: run \"palisade %s -h\" for usage.\n", ue.cmd)
+			}
+		}
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage{err: errors.New("no command given")}
+	}
+	name, args := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(stdout, args)
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return usageErrorf("", "unknown command %q", name)
+	}
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cmd.flags(fs, &cfg)
+	pos, set, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, cmd.usage)
+		return nil
+	}
+	if err != nil {
+		return usageErrorf(name, "%s: %v", name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageErrorf(name, "%s: %v", name, err)
+	}
+	return cmd.run(ctx, &env{stdout: stdout, stderr: stderr, set: set}, cfg, pos)
+}
+
+func runHelp(stdout io.Writer, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if len(args) > 1 {
+		return usageErrorf("", "help takes at most one command")
+	}
+	if args[0] == "help" {
+		fmt.Fprint(stdout, helpUsage)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return usageErrorf("", "unknown command %q", args[0])
+	}
+	fmt.Fprint(stdout, cmd.usage)
+	return nil
+}
+
+// parseFlags parses flags and positional arguments in any order ("--"
+// ends the flags), then sets every flag not given from its environment
+// variable. It returns the positional arguments and the names of the flags
+// that were set either way.
+func parseFlags(fs *flag.FlagSet, args []string) (pos []string, set map[string]bool, err error) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := EnvVar(f.Name)
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%s=%s: %v", name, strconv.Quote(v), e)
+			return
+		}
+		set[f.Name] = true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, set, nil
+}
+
+// requireFlag fails if a required string setting is empty.
+func requireFlag(cmd, flagName, value string) error {
+	if value == "" {
+		return usageErrorf(cmd, "%s: --%s (or %s) is required", cmd, flagName, EnvVar(flagName))
+	}
+	return nil
+}
+
+// dealerWarning prints the trusted-dealer warning so nobody misses it.
+func dealerWarning(w io.Writer, warning string) {
+	bar := strings.Repeat("!", 72)
+	fmt.Fprintf(w, "%s\n%s\n%s\n", bar, warning, bar)
+}

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/testnet"
+)
+
+func runNode(ctx context.Context, e *env, cfg Config, args []string) error {
+	if len(args) != 0 {
+		return usageErrorf("node", "node: unexpected argument %q", args[0])
+	}
+	if err := requireFlag("node", "dir", cfg.Dir); err != nil {
+		return err
+	}
+	r, err := startNode(ctx, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Infof("node %d stopping", r.Index())
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("node %d: close: %w", r.Index(), err)
+	}
+	log.Infof("node %d stopped", r.Index())
+	return nil
+}
+
+// startRetryFor bounds how long a node start is retried while its port or
+// vote store is still held by a process that just exited.
+const startRetryFor = 3 * time.Second
+
+// startNode loads a node directory and starts the node on the real clock,
+// then logs where it listens.
+func startNode(ctx context.Context, dir string) (*node.Running, error) {
+	d, err := node.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("node: load %s: %w", dir, err)
+	}
+	deadline := time.Now().Add(startRetryFor)
+	var r *node.Running
+	for {
+		r, err = d.Start(clockwork.NewRealClock())
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node %d: start: %w", d.Share.Index(), err)
+	}
+	var addrs []string
+	for _, a := range r.Host().Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	log.Infof("node %d listening on %s peer %s", r.Index(), strings.Join(addrs, ","), r.Host().ID())
+	return r, nil
+}
+
+func runTestnet(ctx context.Context, e *env, cfg Config, args []string) error {
+	if len(args) != 0 {
+		return usageErrorf("testnet", "testnet: unexpected argument %q", args[0])
+	}
+	if err := requireFlag("testnet", "dir", cfg.Dir); err != nil {
+		return err
+	}
+	clusterPath := filepath.Join(cfg.Dir, node.ClusterFileName)
+	var dirs []string
+	switch _, err := os.Stat(clusterPath); {
+	case errors.Is(err, os.ErrNotExist):
+		keys, err := keygen(e.stderr, cfg, testnet.KeygenOptions{})
+		if err != nil {
+			return fmt.Errorf("testnet: %w", err)
+		}
+		dirs = keys.NodeDirs
+	case err != nil:
+		return fmt.Errorf("testnet: %w", err)
+	default:
+		d, err := node.LoadDir(filepath.Join(cfg.Dir, "node1"))
+		if err != nil {
+			return fmt.Errorf("testnet: reuse %s: %w", cfg.Dir, err)
+		}
+		n := d.Cluster.File.N
+		if e.set["nodes"] && cfg.Nodes != n {
+			return fmt.Errorf("testnet: %s holds a cluster of %d nodes, not %d (use another --dir for a new testnet)", cfg.Dir, n, cfg.Nodes)
+		}
+		for i := 1; i <= n; i++ {
+			dirs = append(dirs, filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)))
+		}
+		fmt.Fprintf(e.stderr, "palisade: reusing the testnet in %s (%d nodes)\n", cfg.Dir, n)
+	}
+	var running []*node.Running
+	closeAll := func() error {
+		var errs []error
+		for _, r := range running {
+			errs = append(errs, r.Close())
+		}
+		return errors.Join(errs...)
+	}
+	for _, d := range dirs {
+		r, err := startNode(ctx, d)
+		if err != nil {
+			return errors.Join(fmt.Errorf("testnet: %w", err), closeAll())
+		}
+		running = append(running, r)
+	}
+	fmt.Fprintf(e.stderr, "palisade: testnet of %d nodes running; try:\n    palisade acquire --cluster %s --identity %s orders-db\n",
+		len(running), clusterPath, filepath.Join(cfg.Dir, testnet.ClientKeyFileName))
+	fmt.Fprintln(e.stdout, "ready")
+	<-ctx.Done()
+	log.Infof("testnet stopping")
+	if err := closeAll(); err != nil {
+		return fmt.Errorf("testnet: close: %w", err)
+	}
+	return nil
+}

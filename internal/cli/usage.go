@@ -1,0 +1,203 @@
+package cli
+
+// The usage texts: a synopsis, the flags with their defaults and
+// environment variables, and a worked example session. "palisade help" and
+// "palisade COMMAND -h" print them on stdout.
+
+const usage = `Palisade issues fencing tokens that no single machine can forge.
+
+Usage:
+    palisade keygen  --nodes N --dir DIR [--name NAME] [--host HOST] [--base-port PORT]
+    palisade node    --dir DIR/nodeI
+    palisade testnet --nodes N --dir DIR
+    palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
+    palisade verify  --cluster FILE TOKEN
+    palisade demo    [--seed N]
+    palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
+    palisade help    [COMMAND]
+
+Every flag can also be set by an environment variable named after it:
+--cluster is PALISADE_CLUSTER, --base-port is PALISADE_BASE_PORT. A flag on
+the command line wins over the variable. Logs go to stderr; GOLOG_LOG_LEVEL
+sets their levels (default: error, and info for palisade/*).
+
+Example:
+    $ palisade testnet --nodes 4 --dir /tmp/palisade &
+    WARNING: trusted-dealer key generation: [...]
+    ready
+    $ export PALISADE_CLUSTER=/tmp/palisade/cluster.json
+    $ export PALISADE_IDENTITY=/tmp/palisade/client.key
+    $ TOKEN=$(palisade acquire --ttl 30s orders-db)
+    $ palisade verify "$TOKEN"
+    resource=orders-db epoch=1 holder=12D3KooW[...]
+    $ palisade demo
+    [the fencing story, step by step]
+
+Run "palisade help COMMAND" for more about one command.
+`
+
+const keygenUsage = `Usage:
+    palisade keygen --nodes N --dir DIR [--name NAME] [--host HOST] [--base-port PORT]
+
+Deals a fresh threshold key with a TRUSTED DEALER and writes DIR/cluster.json
+(public: give it to every resource that verifies tokens), DIR/client.key (a
+client identity authorised for every resource) and DIR/node1 ... DIR/nodeN
+(one directory per node, with its secret share). One process sees the group
+secret: this is for local testnets only, and keygen says so on stderr.
+
+Flags (environment variable in brackets):
+    --nodes N         number of nodes; N = 3f+1 tolerates f faults (4) [PALISADE_NODES]
+    --dir DIR         output directory; refused if it has a cluster.json [PALISADE_DIR]
+    --name NAME       cluster name (palisade-testnet) [PALISADE_NAME]
+    --host HOST       the nodes' address: one IP or DNS name for all, or N of
+                      them separated by commas (127.0.0.1) [PALISADE_HOST]
+    --base-port PORT  node i listens on TCP port PORT+i; 0 picks free ports
+                      on 127.0.0.1 (0) [PALISADE_BASE_PORT]
+
+A node whose host is a DNS name listens on 0.0.0.0 at its port and is
+reached at /dns4/HOST/tcp/PORT.
+
+Example:
+    $ palisade keygen --nodes 4 --dir /tmp/pal
+    WARNING: trusted-dealer key generation: [...]
+    cluster palisade-testnet n=4 t=3 id=5f0c[...]
+    node1 /ip4/127.0.0.1/tcp/40123 12D3KooW[...]
+    [...]
+    $ palisade node --dir /tmp/pal/node1 &
+    $ palisade keygen --nodes 4 --dir compose-data --base-port 4000 \
+        --host 10.77.0.11,10.77.0.12,10.77.0.13,10.77.0.14
+`
+
+const nodeUsage = `Usage:
+    palisade node --dir DIR/nodeI
+
+Runs one node from a directory written by keygen: it opens the node's vote
+store (DIR/nodeI/votes.db, so a restarted node keeps its votes), listens on
+the address in DIR/nodeI/node.json and answers members and authorised
+clients only. It logs "node I listening on ADDR peer ID" and runs until
+SIGINT or SIGTERM.
+
+Flags (environment variable in brackets):
+    --dir DIR   the node directory [PALISADE_DIR]
+
+Example:
+    $ palisade keygen --nodes 4 --dir /tmp/pal
+    $ for i in 1 2 3 4; do palisade node --dir /tmp/pal/node$i & done
+    [...] INFO palisade/cli node 1 listening on /ip4/127.0.0.1/tcp/40123 peer 12D3KooW[...]
+`
+
+const testnetUsage = `Usage:
+    palisade testnet --nodes N --dir DIR
+
+Runs a whole local testnet in one process. If DIR has no cluster.json it
+first runs keygen (a trusted dealer: testnets only); otherwise it reuses the
+keys and the nodes' vote stores in DIR. It prints "ready" on stdout once
+every node listens, and runs until SIGINT or SIGTERM.
+
+Flags (environment variable in brackets):
+    --nodes N         number of nodes, for a new DIR (4) [PALISADE_NODES]
+    --dir DIR         the testnet directory [PALISADE_DIR]
+    --name, --host, --base-port   as for keygen, for a new DIR
+
+Example:
+    $ palisade testnet --nodes 4 --dir /tmp/palisade &
+    ready
+    $ palisade acquire --cluster /tmp/palisade/cluster.json \
+        --identity /tmp/palisade/client.key orders-db
+    pt1.AQ[...]
+`
+
+const acquireUsage = `Usage:
+    palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
+
+Acquires a lease on RESOURCE and prints its fencing token on stdout. The
+command exits at once and does not release the lease: it runs out after
+the TTL, and the token stays valid at resources until a newer one is used.
+On failure it names the nodes that failed and exits 1.
+
+Flags (environment variable in brackets):
+    --cluster FILE    the cluster file [PALISADE_CLUSTER]
+    --identity FILE   the client's key file, mode 0600 [PALISADE_IDENTITY]
+    --ttl D           lease length, at most 1h (10s) [PALISADE_TTL]
+    --wait D          wait up to D for a busy resource or for nodes to come
+                      back; 0 tries once (0) [PALISADE_WAIT]
+
+Example:
+    $ export PALISADE_CLUSTER=/tmp/palisade/cluster.json
+    $ export PALISADE_IDENTITY=/tmp/palisade/client.key
+    $ TOKEN=$(palisade acquire --ttl 30s orders-db)
+    $ curl -H "Palisade-Token: $TOKEN" [...]
+    $ palisade acquire --wait 40s orders-db
+    pt1.AQ[...]
+`
+
+const verifyUsage = `Usage:
+    palisade verify --cluster FILE TOKEN
+
+Checks TOKEN (its text form; "-" reads it from stdin) offline against the
+cluster's group public key. If it is valid, verify prints one line
+"resource=R epoch=E holder=H" and exits 0; otherwise it prints why
+(malformed, invalid signature, another cluster) and exits 1. It does not
+check barriers: that is the resource's job.
+
+Flags (environment variable in brackets):
+    --cluster FILE   the cluster file [PALISADE_CLUSTER]
+
+Example:
+    $ palisade verify --cluster /tmp/palisade/cluster.json "$TOKEN"
+    resource=orders-db epoch=1 holder=12D3KooW[...]
+    $ palisade verify --cluster /tmp/palisade/cluster.json pt1.garbage
+    palisade: error: token rejected: verifier: malformed token: [...]
+`
+
+const demoUsage = `Usage:
+    palisade demo [--seed N]
+
+Tells the fencing story by running it, in a temporary directory that is
+removed afterwards: 4 nodes in process, a fenced key-value store, two
+clients. Client 1 takes "orders-db" with a 1s lease and writes; it pauses
+and its lease runs out; client 2 takes a higher epoch and writes; client
+1's late write is refused as stale, also after the store restarts; with one
+node stopped, tokens are still issued. Each step prints ✓ or ✗; the
+exit status is 0 only if every step behaved. It takes a few seconds.
+
+Flags (environment variable in brackets):
+    --seed N   seeds the demo's keys (1) [PALISADE_SEED]
+
+Example:
+    $ palisade demo
+    ✓ 1. client 1 acquired "orders-db" at epoch 1 (ttl 1s) and wrote order/42=paid
+    [...]
+`
+
+const helpUsage = `Usage:
+    palisade help [COMMAND]
+
+Prints the usage of palisade or of one command.
+
+Example:
+    $ palisade help acquire
+`
+
+const benchUsage = `Usage:
+    palisade bench [--nodes N] [--clients K] [--cycles C] [--contended]
+
+Measures acquire and release latency on an in-process cluster of N nodes
+over loopback TCP (keys in a temporary directory, removed afterwards):
+K clients each run C acquire+release cycles, on their own resources or,
+with --contended, all on one. Prints p50/p90/p99 latencies and cycles/s.
+One warm-up cycle per client is not counted.
+
+Flags (environment variable in brackets):
+    --nodes N      cluster size (4) [PALISADE_NODES]
+    --clients K    concurrent clients (1) [PALISADE_CLIENTS]
+    --cycles C     cycles per client (200) [PALISADE_CYCLES]
+    --contended    all clients on one resource (false) [PALISADE_CONTENDED]
+
+Example:
+    $ palisade bench --nodes 4 --cycles 100
+    nodes=4 clients=1 contended=false cycles=100 failures=0 elapsed=[...]
+    acquire  p50=[...] p90=[...] p99=[...]
+    release  p50=[...] p90=[...] p99=[...]
+    throughput [...] acquire+release cycles/s
+`
