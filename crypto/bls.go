@@ -321,19 +321,27 @@ func (g *GroupKey) VerifyPartial(msg []byte, p PartialSig) error {
 // than t valid partials remain.
 func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, bad []int, err error) {
 	seen := make(map[int]bool, len(partials))
+	malformed := map[int]bool{}
 	cands := make([]candidate, 0, len(partials))
 	for _, p := range partials {
 		if p.Index < 1 || p.Index > g.n || seen[p.Index] {
-			bad = appendUnique(bad, p.Index)
+			bad = appendUnique(bad, p.Index) // out of range or duplicated
 			continue
 		}
 		pt, err := decodeG1(p.Sig[:])
 		if err != nil {
-			bad = appendUnique(bad, p.Index)
+			malformed[p.Index] = true
 			continue
 		}
 		seen[p.Index] = true
 		cands = append(cands, candidate{index: p.Index, point: pt})
+	}
+	// An index whose only partials were malformed is bad; one that also
+	// sent a well-formed partial is judged by the pairing check below.
+	for i := range malformed {
+		if !seen[i] {
+			bad = appendUnique(bad, i)
+		}
 	}
 	if len(cands) < g.t {
 		return sig, bad, fmt.Errorf("%w: %d well-formed, need %d", ErrNotEnoughPartials, len(cands), g.t)
@@ -435,10 +443,14 @@ func (g *GroupKey) CheckShare(s *Share) error {
 	return nil
 }
 
-// FaultThreshold returns f and t = 2f+1 for n = 3f+1 (or more) nodes.
+// FaultThreshold returns the number of Byzantine nodes n nodes tolerate,
+// f = floor((n-1)/3), and the quorum size t = floor((n+f)/2)+1. For
+// n = 3f+1 that is t = 2f+1. The formula keeps S1 for every n: two quorums
+// share 2t-n >= f+1 nodes, so at least one honest node would have to vote
+// twice; and n-f >= t, so f silent nodes cannot block a quorum.
 func FaultThreshold(n int) (f, t int) {
 	f = (n - 1) / 3
-	return f, 2*f + 1
+	return f, (n+f)/2 + 1
 }
 
 func checkParams(n, t int) error {

@@ -333,3 +333,18 @@ func BenchmarkCombineOneBad(b *testing.B) {
 		}
 	}
 }
+
+// TestFaultThresholdQuorumsIntersect: for every n, two quorums of t share
+// at least f+1 nodes (so one honest node would have to vote twice for two
+// tokens to exist, S1), and n-f nodes still make a quorum (liveness).
+func TestFaultThresholdQuorumsIntersect(t *testing.T) {
+	for n := 1; n <= 100; n++ {
+		f, th := FaultThreshold(n)
+		require.Equal(t, (n-1)/3, f, "n=%d", n)
+		require.GreaterOrEqual(t, 2*th-n, f+1, "n=%d t=%d: quorums overlap in too few nodes", n, th)
+		require.LessOrEqual(t, th, n-f, "n=%d t=%d: f crashed nodes block every quorum", n, th)
+		if n%3 == 1 {
+			require.Equal(t, 2*f+1, th, "n=3f+1 gives t=2f+1")
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/palisade-dev/palisade/crypto"
 )
@@ -425,7 +426,7 @@ func (m AcquireReply) Marshal() []byte {
 	case KindRefuse:
 		e.u8(uint8(m.Code))
 		e.u64(m.LastEpoch)
-		e.str(m.Message)
+		e.str(truncate(m.Message))
 	}
 	return e.b
 }
@@ -554,8 +555,21 @@ func (m Ack) Marshal() []byte {
 	e.u8(uint8(m.Code))
 	e.u64(m.LastEpoch)
 	e.u64(durMS(m.Left))
-	e.str(m.Message)
+	e.str(truncate(m.Message))
 	return e.b
+}
+
+// truncate cuts a refusal message to MaxMessageLen bytes at a UTF-8
+// boundary, so Marshal never writes what its decoder refuses.
+func truncate(msg string) string {
+	if len(msg) <= MaxMessageLen {
+		return msg
+	}
+	cut := MaxMessageLen
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 // UnmarshalAck decodes an Ack strictly.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -293,4 +294,18 @@ func TestReadFrameRefuses(t *testing.T) {
 			require.Nil(t, got)
 		})
 	}
+}
+
+// TestLongMessagesTruncated: a refusal whose text is longer than the cap
+// (say, naming a 256-byte resource) still decodes, cut at a UTF-8 boundary.
+func TestLongMessagesTruncated(t *testing.T) {
+	long := strings.Repeat("é", MaxMessageLen) // 2 bytes each
+	a, err := UnmarshalAck(Ack{Code: CodeUnauthorised, Message: long}.Marshal())
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(a.Message), MaxMessageLen)
+	require.True(t, utf8.ValidString(a.Message))
+	r, err := UnmarshalAcquireReply(AcquireReply{Kind: KindRefuse, Code: CodeUnauthorised, Message: "x" + long}.Marshal())
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(r.Message), MaxMessageLen)
+	require.True(t, utf8.ValidString(r.Message))
 }
