@@ -104,6 +104,45 @@ type Client struct {
 
 	vmu      sync.Mutex
 	verified map[[32]byte]struct{}
+
+	// gmu guards closed and the start of tracked goroutines, so none is
+	// added to wg once Close waits on it.
+	gmu    sync.Mutex
+	closed bool
+
+	// held has one slot per resource this client holds or is acquiring:
+	// the holder identity is the unit of exclusion, so two Acquires of one
+	// client must not both get the (same) token.
+	hmu  sync.Mutex
+	held map[string]chan struct{}
+}
+
+// goFunc runs f in a goroutine owned by the client; it reports false, and
+// runs nothing, once the client is closed.
+func (c *Client) goFunc(f func()) bool {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// slot returns the per-resource slot of this client.
+func (c *Client) slot(resource string) chan struct{} {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	ch, ok := c.held[resource]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		c.held[resource] = ch
+	}
+	return ch
 }
 
 // New starts a client with its own libp2p host (no listen addresses).
@@ -146,7 +185,7 @@ func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
 
 func newClient(cfg Config, h host.Host) (*Client, error) {
 	f, t := crypto.FaultThreshold(cfg.Cluster.File.N)
-	c := &Client{cfg: cfg, host: h, f: f, t: t, verified: map[[32]byte]struct{}{}, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	c := &Client{cfg: cfg, host: h, f: f, t: t, verified: map[[32]byte]struct{}{}, held: map[string]chan struct{}{}, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	for _, n := range cfg.Cluster.File.Nodes {
 		id, err := peer.Decode(n.PeerID)
 		if err != nil {
@@ -170,16 +209,14 @@ func newClient(cfg Config, h host.Host) (*Client, error) {
 // does not pay for connection set-up (TCP, Noise, identify).
 func (c *Client) warmUp() {
 	for _, m := range c.members {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 			defer cancel()
 			ctx = network.WithForceDirectDial(ctx, "palisade member")
 			if err := c.host.Connect(ctx, peer.AddrInfo{ID: m.id}); err != nil {
 				log.Debugw("warm-up dial failed", "node", m.index, "err", err)
 			}
-		}()
+		})
 	}
 }
 
@@ -190,6 +227,9 @@ func (c *Client) ID() string { return c.host.ID().String() }
 // and closes the host if the client made it. It does not release locks:
 // their leases run out.
 func (c *Client) Close() error {
+	c.gmu.Lock()
+	c.closed = true
+	c.gmu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 	if c.ownHost {
@@ -233,14 +273,41 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.ttl > protocol.MaxTTL {
-		return nil, fmt.Errorf("client: ttl %v exceeds %v", o.ttl, protocol.MaxTTL)
+	if o.ttl <= 0 || o.ttl > protocol.MaxTTL {
+		return nil, fmt.Errorf("client: ttl %v not in (0, %v]", o.ttl, protocol.MaxTTL)
 	}
 	if o.wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.wait)
 		defer cancel()
 	}
+	// One Lock per resource per client: wait for (or, trying once, fail
+	// on) a Lock this client already holds or is acquiring.
+	slot := c.slot(resource)
+	select {
+	case slot <- struct{}{}:
+	default:
+		if o.wait <= 0 {
+			return nil, &BusyError{Resource: resource, Holder: c.ID(), Local: true}
+		}
+		select {
+		case slot <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: acquire %q: %w (this client holds it)", resource, ctx.Err())
+		case <-c.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+	lock, err := c.acquire(ctx, resource, o)
+	if err != nil {
+		<-slot
+		return nil, err
+	}
+	lock.setFreeSlot(func() { <-slot })
+	return lock, nil
+}
+
+func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions) (*Lock, error) {
 	var rs round
 	backoff := c.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
@@ -310,14 +377,14 @@ type reply struct {
 func (c *Client) fanOut(ctx context.Context, proto string, req []byte) <-chan reply {
 	out := make(chan reply, len(c.members))
 	for _, m := range c.members {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		if !c.goFunc(func() {
 			cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 			defer cancel()
 			b, err := p2p.Call(cctx, c.host, m.id, proto, req)
 			out <- reply{m: m, b: b, err: err}
-		}()
+		}) {
+			out <- reply{m: m, err: ErrClosed}
+		}
 	}
 	return out
 }
@@ -561,15 +628,13 @@ func (c *Client) abandon(resource string, epoch uint64, votes []crypto.PartialSi
 	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch}.Marshal()
 	for _, v := range votes {
 		m := c.members[v.Index-1]
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 			defer cancel()
 			if _, err := p2p.Call(ctx, c.host, m.id, protocol.ProtoAbandon, req); err != nil {
 				log.Debugw("abandon failed", "node", m.index, "resource", resource, "epoch", epoch, "err", err)
 			}
-		}()
+		})
 	}
 }
 
@@ -649,11 +714,21 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 // The lease runs from when the commit was sent.
 func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, suspects []int) (*Lock, error) {
 	sent := c.cfg.Clock.Now()
-	if _, _, err := c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal()); err != nil {
+	_, _, left, err := c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal())
+	if err != nil {
+		// Some nodes may have started a lease nobody will use: release it
+		// in the background rather than let it block others for its TTL.
+		c.goFunc(func() {
+			rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+			defer cancel()
+			_, _, _, _ = c.quorum(rctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
+		})
 		return nil, err
 	}
-	l := newLock(c, tok, ttl, sent)
-	l.suspects = suspects
+	if left <= 0 || left > ttl {
+		left = ttl
+	}
+	l := newLock(c, tok, left, sent, suspects)
 	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
 	return l, nil
 }
@@ -662,25 +737,35 @@ func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Durati
 // until it is certain they cannot. Requests to the other nodes carry on in
 // the background (owned by the client, bounded by RequestTimeout) so every
 // node hears of a commit. refusals counts nodes that refused.
-func (c *Client) quorum(ctx context.Context, op, proto string, req []byte) (oks, refusals int, err error) {
+//
+// left is the (f+1)-th shortest lease time the acknowledging nodes
+// reported: f Byzantine nodes cannot shrink it below what an honest node
+// granted.
+func (c *Client) quorum(ctx context.Context, op, proto string, req []byte) (oks, refusals int, left time.Duration, err error) {
 	bg, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 	ch := c.fanOut(bg, proto, req)
 	fwd := make(chan reply, len(c.members))
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.goFunc(func() {
 		defer cancel()
 		for range c.members {
 			fwd <- <-ch
 		}
-	}()
+	}) {
+		cancel()
+		return 0, 0, 0, ErrClosed
+	}
 	var failed []*NodeError
+	var lefts []time.Duration
+	quantile := func() time.Duration {
+		sort.Slice(lefts, func(i, j int) bool { return lefts[i] < lefts[j] })
+		return lefts[min(c.f, len(lefts)-1)]
+	}
 	for range c.members {
 		var r reply
 		select {
 		case r = <-fwd:
 		case <-ctx.Done():
-			return oks, refusals, fmt.Errorf("client: %s: %w", op, ctx.Err())
+			return oks, refusals, left, fmt.Errorf("client: %s: %w", op, ctx.Err())
 		}
 		var a protocol.Ack
 		err := r.err
@@ -696,10 +781,11 @@ func (c *Client) quorum(ctx context.Context, op, proto string, req []byte) (oks,
 			failed = append(failed, &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: err})
 			continue
 		}
+		lefts = append(lefts, a.Left)
 		oks++
 		if oks == c.t {
-			return oks, refusals, nil
+			return oks, refusals, quantile(), nil
 		}
 	}
-	return oks, refusals, &QuorumError{Op: op, Need: c.t, Got: oks, Nodes: failed}
+	return oks, refusals, left, &QuorumError{Op: op, Need: c.t, Got: oks, Nodes: failed}
 }

@@ -87,9 +87,15 @@ type BusyError struct {
 	Left     time.Duration
 	// Nodes are the indices of the nodes that answered busy.
 	Nodes []int
+	// Local is set when this client itself holds (or is acquiring) the
+	// resource: one client identity holds at most one Lock per resource.
+	Local bool
 }
 
 func (e *BusyError) Error() string {
+	if e.Local {
+		return fmt.Sprintf("client: %q is already held or being acquired by this client", e.Resource)
+	}
 	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, shortID(e.Holder), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
 }
 

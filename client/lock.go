@@ -19,10 +19,13 @@ type Lock struct {
 	ttl   time.Duration
 	// suspects are nodes that sent invalid partials during acquisition.
 	suspects []int
+	// freeSlot lets this client acquire the resource again.
+	freeSlot func()
 
 	mu       sync.Mutex
 	deadline time.Time
 	err      error
+	ended    bool
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -34,15 +37,17 @@ type Lock struct {
 // between itself and the nodes.
 func margin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func newLock(c *Client, tok protocol.Token, ttl time.Duration, sent time.Time) *Lock {
+func newLock(c *Client, tok protocol.Token, ttl time.Duration, sent time.Time, suspects []int) *Lock {
 	ctx, cancel := context.WithCancel(c.ctx)
-	l := &Lock{c: c, token: tok, ttl: ttl, deadline: sent.Add(ttl - margin(ttl)), lost: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	l := &Lock{c: c, token: tok, ttl: ttl, suspects: suspects,
+		deadline: sent.Add(ttl - margin(ttl)), lost: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	if !c.goFunc(func() {
 		defer close(l.done)
 		l.keepAlive(ctx)
-	}()
+	}) {
+		close(l.done)
+		l.markLost(ErrClosed)
+	}
 	return l
 }
 
@@ -81,44 +86,80 @@ func (l *Lock) markLost(err error) {
 	l.lostOnce.Do(func() {
 		l.mu.Lock()
 		l.err = err
+		l.ended = true
+		free := l.freeSlot
+		l.freeSlot = nil
 		l.mu.Unlock()
 		close(l.lost)
+		if free != nil {
+			free()
+		}
 	})
 }
 
 // keepAlive renews the lease every TTL/3 and declares it lost at the
-// deadline if no renewal got through.
+// deadline if no renewal got through. The deadline timer stays armed while
+// a renewal is in flight, so Lost closes on time even if nodes hang.
 func (l *Lock) keepAlive(ctx context.Context) {
 	clock := l.c.cfg.Clock
-	every := l.ttl / 3
+	every := max(l.ttl/3, time.Millisecond)
+	type renewal struct {
+		sent     time.Time
+		left     time.Duration
+		refusals int
+		err      error
+	}
+	var inflight chan renewal // nil while no renewal runs
+	var stop context.CancelFunc = func() {}
+	defer func() { stop() }()
 	renew := clock.NewTimer(every)
 	defer renew.Stop()
+	expire := clock.NewTimer(l.Deadline().Sub(clock.Now()))
+	defer expire.Stop()
+	lostAt := func() {
+		l.markLost(fmt.Errorf("%w: %q epoch %d: deadline passed without renewal", ErrLost, l.token.Resource, l.token.Epoch))
+	}
 	for {
-		expire := clock.NewTimer(l.Deadline().Sub(clock.Now()))
 		select {
 		case <-ctx.Done():
-			expire.Stop()
 			l.markLost(ErrClosed) // no-op after Release
 			return
 		case <-expire.Chan():
-			l.markLost(fmt.Errorf("%w: %q epoch %d: deadline passed without renewal", ErrLost, l.token.Resource, l.token.Epoch))
+			lostAt()
 			return
 		case <-renew.Chan():
-			expire.Stop()
 			sent := clock.Now()
+			rctx, cancel := context.WithCancel(ctx)
+			stop = cancel
+			ch := make(chan renewal, 1)
+			inflight = ch
 			req := protocol.RenewRequest{Cluster: l.token.Cluster, Resource: l.token.Resource, Epoch: l.token.Epoch, TTL: l.ttl}
-			_, refusals, err := l.c.quorum(ctx, "renew", protocol.ProtoRenew, req.Marshal())
+			if !l.c.goFunc(func() {
+				_, refusals, left, err := l.c.quorum(rctx, "renew", protocol.ProtoRenew, req.Marshal())
+				ch <- renewal{sent: sent, left: left, refusals: refusals, err: err}
+			}) {
+				l.markLost(ErrClosed)
+				return
+			}
+		case r := <-inflight:
+			inflight = nil
+			stop()
 			switch {
-			case err == nil:
+			case r.err == nil:
+				ttl := l.ttl
+				if r.left > 0 && r.left < ttl {
+					ttl = r.left
+				}
 				l.mu.Lock()
-				l.deadline = sent.Add(l.ttl - margin(l.ttl))
+				l.deadline = r.sent.Add(ttl - margin(ttl))
 				l.mu.Unlock()
-			case refusals > l.c.f:
+				expire.Reset(l.Deadline().Sub(clock.Now()))
+			case r.refusals > l.c.f:
 				// Enough nodes say the lease is gone that no quorum will renew it.
-				l.markLost(fmt.Errorf("%w: %q epoch %d: %w", ErrLost, l.token.Resource, l.token.Epoch, err))
+				l.markLost(fmt.Errorf("%w: %q epoch %d: %w", ErrLost, l.token.Resource, l.token.Epoch, r.err))
 				return
 			default:
-				log.Warnw("renewal failed", "resource", l.token.Resource, "epoch", l.token.Epoch, "err", err)
+				log.Warnw("renewal failed", "resource", l.token.Resource, "epoch", l.token.Epoch, "err", r.err)
 			}
 			renew.Reset(every)
 		}
@@ -132,9 +173,22 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.markLost(nil)
 	l.cancel()
 	<-l.done
-	_, _, err := l.c.quorum(ctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: l.token}.Marshal())
-	if err != nil {
+	if _, _, _, err := l.c.quorum(ctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: l.token}.Marshal()); err != nil {
 		return err
 	}
 	return nil
+}
+
+// setFreeSlot installs the function that lets the client acquire the
+// resource again once this lock ends; if it already ended, it runs now.
+func (l *Lock) setFreeSlot(f func()) {
+	l.mu.Lock()
+	ended := l.ended
+	if !ended {
+		l.freeSlot = f
+	}
+	l.mu.Unlock()
+	if ended {
+		f()
+	}
 }

@@ -445,3 +445,76 @@ func TestBenchSmall(t *testing.T) {
 	require.Zero(t, r.Failures)
 	require.LessOrEqual(t, r.Acquire[0], r.Acquire[5])
 }
+
+// TestSameClientTwoAcquiresExclusive: the holder identity is the unit of
+// exclusion, so two Acquires of one client on one resource must not both
+// get a Lock (they would carry the very same token).
+func TestSameClientTwoAcquiresExclusive(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	c := newClient(t, nw, 0, client.Config{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	locks := make([]*client.Lock, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			locks[i], results[i] = c.Acquire(ctx, "res")
+		}()
+	}
+	wg.Wait()
+	var got *client.Lock
+	for i, err := range results {
+		if err == nil {
+			require.Nil(t, got, "two Locks for one client and resource")
+			got = locks[i]
+			continue
+		}
+		var be *client.BusyError
+		require.ErrorAs(t, err, &be)
+		require.True(t, be.Local)
+	}
+	require.NotNil(t, got)
+
+	// Waiting mode queues behind the held lock and gets a higher epoch.
+	next := make(chan *client.Lock)
+	go func() {
+		l, err := c.Acquire(ctx, "res", client.WithWait(10*time.Second))
+		assertNoErr(t, err)
+		next <- l
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, got.Release(ctx))
+	l2 := <-next
+	require.NotNil(t, l2)
+	require.Greater(t, l2.Epoch(), got.Epoch())
+	require.NoError(t, l2.Release(ctx))
+}
+
+// TestLostOnTimeWhileRenewalHangs: when every node stops answering, the
+// lock reports loss at its deadline, not after the hung renewal's timeout.
+func TestLostOnTimeWhileRenewalHangs(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	nw := startNet(t, 4, 1, Options{Clock: clock})
+	ctx := context.Background()
+	c := newClient(t, nw, 0, client.Config{Clock: clock, RequestTimeout: 30 * time.Second})
+	const ttl = 9 * time.Second
+	l, err := c.Acquire(ctx, "res", client.WithTTL(ttl))
+	require.NoError(t, err)
+	for i := 1; i <= 4; i++ {
+		nw.SetDelay(i, time.Minute) // hang, in real time
+	}
+	require.NoError(t, clock.BlockUntilContext(ctx, 2)) // renew + expire timers
+	clock.Advance(ttl / 3)                               // renewal starts and hangs
+	clock.Advance(ttl)                                   // past the deadline
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost did not close at the deadline while a renewal hung")
+	}
+	require.ErrorIs(t, l.Err(), client.ErrLost)
+	for i := 1; i <= 4; i++ {
+		nw.SetDelay(i, 0)
+	}
+}
