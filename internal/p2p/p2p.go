@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -116,8 +117,12 @@ func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host,
 		libp2p.DisableIdentifyAddressDiscovery(),
 		libp2p.ForceReachabilityPublic(),
 		libp2p.Ping(false),
-		libp2p.ResourceManager(&network.NullResourceManager{}),
 	}
+	rm, err := resourceManager()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, libp2p.ResourceManager(rm))
 	if len(listen) == 0 {
 		opts = append(opts, libp2p.NoListenAddrs)
 	} else {
@@ -128,6 +133,29 @@ func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host,
 		return nil, fmt.Errorf("p2p: new host: %w", err)
 	}
 	return h, nil
+}
+
+// resourceManager keeps libp2p's default connection, file-descriptor and
+// memory limits (which bound pre-authentication handshakes from strangers)
+// but lifts its per-scope stream limits: under contention they stalled
+// streams here (4 clients x 4 nodes), and streams come only from
+// allowlisted peers whose in-flight requests each node bounds itself
+// (node.Config.MaxInflightPerPeer).
+func resourceManager() (network.ResourceManager, error) {
+	scaling := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&scaling)
+	streams := rcmgr.ResourceLimits{Streams: rcmgr.Unlimited, StreamsInbound: rcmgr.Unlimited, StreamsOutbound: rcmgr.Unlimited}
+	partial := rcmgr.PartialLimitConfig{
+		System: streams, Transient: streams,
+		ServiceDefault: streams, ServicePeerDefault: streams,
+		ProtocolDefault: streams, ProtocolPeerDefault: streams,
+		PeerDefault: streams,
+	}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(scaling.AutoScale())))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+	}
+	return rm, nil
 }
 
 // AddPeer records a member's addresses permanently and protects its
