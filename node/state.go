@@ -105,6 +105,9 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 	if tok.Epoch < n.Lease.Epoch || tok.Epoch < n.LastEpoch {
 		return o.refuse(protocol.CodeStale, fmt.Sprintf("token epoch %d is superseded (last epoch %d)", tok.Epoch, n.LastEpoch))
 	}
+	if tok.Epoch <= n.Released {
+		return o.refuse(protocol.CodeNoLease, fmt.Sprintf("the lease at epoch %d was released", tok.Epoch))
+	}
 	if ttl <= 0 && tok.Epoch == n.VoteEpoch {
 		ttl = n.VoteTTL
 	}
@@ -144,6 +147,7 @@ func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
 	}
 	n.Lease = Lease{}
+	n.Released = tok.Epoch // a re-sent Commit must not bring it back
 	o.Changed = true
 	o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, "")
 	return o

@@ -735,12 +735,12 @@ func TestRelease(t *testing.T) {
 	}{
 		{
 			name: "holder releases its committed lease", rec: stateCommitted(), tok: stateTok(5, "alice"), now: stateAt(3 * time.Second),
-			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{} })},
+			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateCommitted(), func(r *Record) { r.Lease, r.Released = Lease{}, 5 })},
 		},
 		{
 			name: "holder releases its uncommitted vote", rec: stateVoted(), tok: stateTok(5, "alice"), now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateVoted(), func(r *Record) {
-				r.Lease = Lease{}
+				r.Lease, r.Released = Lease{}, 5
 				r.Certified = stateTokP(5, "alice")
 			})},
 		},
@@ -1088,4 +1088,25 @@ func TestRandomTransitions(t *testing.T) {
 		fmt.Sprintf("release refuse %d", protocol.CodeNotHolder)} {
 		require.Positive(t, counts[k], "no %q outcome in the walk: %v", k, counts)
 	}
+}
+
+// TestCommitAfterReleaseRefused: a holder that released cannot get its
+// lease back by re-sending the Commit of the same token.
+func TestCommitAfterReleaseRefused(t *testing.T) {
+	r := Rules{MaxEpochStep: 10, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: time.Minute}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tok := protocol.Token{Statement: protocol.Statement{Resource: "r", Epoch: 1, Holder: "A"}}
+	o := r.Acquire(Record{Resource: "r"}, "A", 1, time.Second, nil, now)
+	require.Equal(t, protocol.KindVote, o.Kind)
+	o = r.Commit(o.Next, "A", tok, time.Second, now)
+	require.Zero(t, o.Code)
+	require.True(t, o.Next.Lease.Committed)
+	o = r.Release(o.Next, tok, now)
+	require.Zero(t, o.Code)
+	o = r.Commit(o.Next, "A", tok, time.Second, now)
+	require.Equal(t, protocol.CodeNoLease, o.Code)
+	require.Empty(t, o.Next.Lease.Holder)
+	// The resource stays free for another holder at a higher epoch.
+	o = r.Acquire(o.Next, "B", 2, time.Second, nil, now)
+	require.Equal(t, protocol.KindVote, o.Kind)
 }

@@ -28,6 +28,8 @@ type Record struct {
 	VoteTTL time.Duration `json:"vote_ttl,omitempty"`
 	// Certified is the highest token this node has verified, if any.
 	Certified *protocol.Token `json:"certified,omitempty"`
+	// Released is the highest epoch whose lease its holder released.
+	Released uint64 `json:"released,omitempty"`
 	// Lease is the node's timing-based view of who holds the resource.
 	Lease Lease `json:"lease"`
 }
