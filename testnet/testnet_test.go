@@ -506,8 +506,8 @@ func TestLostOnTimeWhileRenewalHangs(t *testing.T) {
 		nw.SetDelay(i, time.Minute) // hang, in real time
 	}
 	require.NoError(t, clock.BlockUntilContext(ctx, 2)) // renew + expire timers
-	clock.Advance(ttl / 3)                               // renewal starts and hangs
-	clock.Advance(ttl)                                   // past the deadline
+	clock.Advance(ttl / 3)                              // renewal starts and hangs
+	clock.Advance(ttl)                                  // past the deadline
 	select {
 	case <-l.Lost():
 	case <-time.After(5 * time.Second):
