@@ -56,6 +56,10 @@ type Hooks struct {
 	// the request (its stream is reset). It may block until ctx ends to
 	// model delay.
 	Intercept func(ctx context.Context, proto string, from peer.ID) error
+	// Handle sees each request frame before the honest handler; if it
+	// reports handled, its reply (or its error: the stream is reset) is
+	// used instead. Byzantine behaviours in tests answer here.
+	Handle func(ctx context.Context, proto string, from peer.ID, req []byte) (reply []byte, handled bool, err error)
 	// Reply may rewrite a reply before it is sent (Byzantine behaviour in
 	// tests: corrupt partials, lie in Status).
 	Reply func(proto string, from peer.ID, reply []byte) []byte
@@ -230,7 +234,14 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 			_ = s.Reset()
 			return
 		}
-		reply, err := fn(ctx, from, req)
+		var reply []byte
+		handled := false
+		if hook := n.cfg.Hooks.Handle; hook != nil {
+			reply, handled, err = hook(ctx, proto, from, req)
+		}
+		if !handled {
+			reply, err = fn(ctx, from, req)
+		}
 		if err != nil {
 			log.Debugw("request failed", "peer", from, "proto", proto, "err", err)
 			_ = s.Reset()

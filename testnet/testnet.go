@@ -184,6 +184,38 @@ type Member struct {
 	cut     bool
 	delay   time.Duration
 	filter  func(proto string, reply []byte) []byte
+	byz     Behaviour
+}
+
+// Behaviour makes a node Byzantine. It decorates the honest node: it sees
+// every request frame first and may answer it itself (handled), or let
+// the honest node answer and rewrite that reply. Implementations get the
+// member, so they can sign with its share and identity.
+type Behaviour interface {
+	// Request may answer a request instead of the honest node. A non-nil
+	// error resets the stream.
+	Request(ctx context.Context, m *Member, proto string, from peer.ID, req []byte) (reply []byte, handled bool, err error)
+	// Reply may rewrite the honest node's reply.
+	Reply(m *Member, proto string, from peer.ID, reply []byte) []byte
+}
+
+// SetBehaviour makes node i Byzantine with b (nil: honest again). It takes
+// effect for the next request.
+func (nw *Network) SetBehaviour(i int, b Behaviour) {
+	m := nw.Member(i)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byz = b
+}
+
+func (m *Member) handle(ctx context.Context, proto string, from peer.ID, req []byte) ([]byte, bool, error) {
+	m.mu.Lock()
+	b := m.byz
+	m.mu.Unlock()
+	if b == nil {
+		return nil, false, nil
+	}
+	return b.Request(ctx, m, proto, from, req)
 }
 
 // Network is N nodes in one process.
@@ -256,7 +288,7 @@ func (nw *Network) Restart(i int) error {
 	var err error
 	// The port may linger briefly after a stop; retry a few times.
 	for try := 0; try < 50; try++ {
-		r, err = d.StartWith(nw.clock, node.Hooks{Intercept: m.intercept, Reply: m.reply}, nw.rules)
+		r, err = d.StartWith(nw.clock, node.Hooks{Intercept: m.intercept, Handle: m.handle, Reply: m.reply}, nw.rules)
 		if err == nil {
 			break
 		}
@@ -303,10 +335,13 @@ func (nw *Network) SetReplyFilter(i int, fn func(proto string, reply []byte) []b
 	m.filter = fn
 }
 
-func (m *Member) reply(proto string, _ peer.ID, b []byte) []byte {
+func (m *Member) reply(proto string, from peer.ID, b []byte) []byte {
 	m.mu.Lock()
-	f := m.filter
+	f, byz := m.filter, m.byz
 	m.mu.Unlock()
+	if byz != nil {
+		b = byz.Reply(m, proto, from, b)
+	}
 	if f == nil {
 		return b
 	}
