@@ -25,6 +25,7 @@ var fuzzTargets = []string{
 	"FuzzParseToken", "FuzzParseTokenText", "FuzzStatusRequest", "FuzzStatusReply",
 	"FuzzAcquireRequest", "FuzzAcquireReply", "FuzzCommitRequest", "FuzzRenewRequest",
 	"FuzzReleaseRequest", "FuzzAbandonRequest", "FuzzAck", "FuzzReadFrame",
+	"FuzzSignedVote", "FuzzEvidence",
 }
 
 // stringTargets take a string, not []byte.
@@ -104,7 +105,7 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 		"AcquireRequest": "FuzzAcquireRequest", "AcquireReply": "FuzzAcquireReply",
 		"CommitRequest": "FuzzCommitRequest", "RenewRequest": "FuzzRenewRequest",
 		"ReleaseRequest": "FuzzReleaseRequest", "AbandonRequest": "FuzzAbandonRequest",
-		"Ack": "FuzzAck",
+		"Ack": "FuzzAck", "SignedVote": "FuzzSignedVote", "Evidence": "FuzzEvidence",
 	}
 	for _, m := range validMessages(tb) {
 		typ, variant, _ := strings.Cut(m.name, "/")
@@ -222,6 +223,8 @@ func TestSeedsClassified(t *testing.T) {
 		"FuzzReleaseRequest": func(b []byte) error { _, err := UnmarshalReleaseRequest(b); return err },
 		"FuzzAbandonRequest": func(b []byte) error { _, err := UnmarshalAbandonRequest(b); return err },
 		"FuzzAck":            func(b []byte) error { _, err := UnmarshalAck(b); return err },
+		"FuzzSignedVote":     func(b []byte) error { _, err := UnmarshalSignedVote(b); return err },
+		"FuzzEvidence":       func(b []byte) error { _, err := UnmarshalEvidence(b); return err },
 		"FuzzReadFrame":      func(b []byte) error { _, err := ReadFrame(bytes.NewReader(b), MaxFrameSize); return err },
 	}
 	require.Len(t, decoders, len(fuzzTargets))
@@ -337,6 +340,14 @@ func FuzzReleaseRequest(f *testing.F) {
 
 func FuzzAbandonRequest(f *testing.F) {
 	fuzzDecoder(f, "FuzzAbandonRequest", UnmarshalAbandonRequest, marshalOf[AbandonRequest])
+}
+
+func FuzzSignedVote(f *testing.F) {
+	fuzzDecoder(f, "FuzzSignedVote", UnmarshalSignedVote, marshalOf[SignedVote])
+}
+
+func FuzzEvidence(f *testing.F) {
+	fuzzDecoder(f, "FuzzEvidence", UnmarshalEvidence, marshalOf[Evidence])
 }
 
 func FuzzAck(f *testing.F) {

@@ -108,6 +108,10 @@ func validMessages(tb testing.TB) []namedMsg {
 	fx := testFixture(tb)
 	tok := fx.tok
 	st := fx.stmt
+	voteA := SignedVote{Node: 2, Statement: st, IdentitySig: fx.identitySig}
+	stB := st
+	stB.Holder = "12D3KooWOtherPeer"
+	voteB := SignedVote{Node: 2, Statement: stB, IdentitySig: fx.identitySig}
 	msgs := []struct {
 		name  string
 		value interface{ Marshal() []byte }
@@ -126,6 +130,10 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
 		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
 		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43}, decodeAs(UnmarshalAbandonRequest)},
+		{"StatusReply/vote", StatusReply{LastEpoch: 42, Certified: &tok, Vote: &voteA}, decodeAs(UnmarshalStatusReply)},
+		{"AcquireRequest/votes", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: time.Second, Votes: []SignedVote{voteA, voteB}}, decodeAs(UnmarshalAcquireRequest)},
+		{"SignedVote", voteA, decodeAs(UnmarshalSignedVote)},
+		{"Evidence", Evidence{A: voteA, B: voteB}, decodeAs(UnmarshalEvidence)},
 		{"ReleaseRequest", ReleaseRequest{Token: tok}, decodeAs(UnmarshalReleaseRequest)},
 		{"Ack/ok", Ack{Code: CodeOK, LastEpoch: 42, Left: 30 * time.Second}, decodeAs(UnmarshalAck)},
 		{"Ack/refused", Ack{Code: CodeNotHolder, LastEpoch: 42, Message: "lease held by another client"}, decodeAs(UnmarshalAck)},

@@ -21,13 +21,17 @@ const (
 	// ProtoAbandon withdraws a client's uncommitted votes after a round
 	// that could not reach a quorum, so split votes resolve at once.
 	ProtoAbandon = "/palisade/abandon/1.0.0"
+	// ProtoEvidence carries Evidence of equivocation to a node, which
+	// checks and records it. Its reply is an Ack.
+	ProtoEvidence = "/palisade/evidence/1.0.0"
 )
 
 // Frame and field limits.
 const (
 	// MaxFrameSize caps every request and reply frame. The largest message,
-	// a Status reply with a token, is well under 1 KiB.
-	MaxFrameSize = 4 << 10
+	// an Acquire with a token and MaxProofVotes signed votes, is under
+	// 32 KiB.
+	MaxFrameSize = 32 << 10
 	// MaxMessageLen caps the human-readable text in a refusal.
 	MaxMessageLen = 256
 	// MaxIdentitySigLen caps a node's identity signature on a vote (an
@@ -138,6 +142,10 @@ type StatusReply struct {
 	LeaseLeft time.Duration
 	// Certified is the highest token the node knows, if any.
 	Certified *Token
+	// Vote is the node's last vote, signed with its identity key, if it
+	// voted: clients use it to show lagging nodes that f+1 nodes moved on,
+	// and to detect equivocation.
+	Vote *SignedVote
 }
 
 // AcquireRequest asks a node to vote for the sender (the holder, taken from
@@ -149,6 +157,10 @@ type AcquireRequest struct {
 	TTL      time.Duration
 	// Proof is an optional certified token that lets a lagging node catch up.
 	Proof *Token
+	// Votes optionally carries signed votes of f+1 distinct nodes at or
+	// above some epoch: at least one is honest, so a lagging node may treat
+	// the lowest of them as known (S5) even though no token exists there.
+	Votes []SignedVote
 }
 
 // ReplyKind says which variant an AcquireReply is.
@@ -362,6 +374,12 @@ func (m StatusReply) Marshal() []byte {
 	e.u64(m.LeaseEpoch)
 	e.u64(durMS(m.LeaseLeft))
 	e.optToken(m.Certified)
+	if m.Vote == nil {
+		e.u8(0)
+	} else {
+		e.u8(1)
+		e.vote(*m.Vote)
+	}
 	return e.b
 }
 
@@ -375,6 +393,14 @@ func UnmarshalStatusReply(b []byte) (StatusReply, error) {
 		LeaseEpoch: d.u64("lease epoch"),
 		LeaseLeft:  msDur(&d, "lease left"),
 		Certified:  d.optToken(),
+	}
+	switch d.u8("vote flag") {
+	case 0:
+	case 1:
+		v := d.vote()
+		m.Vote = &v
+	default:
+		d.fail("vote flag not 0 or 1")
 	}
 	if err := d.finish(); err != nil {
 		return StatusReply{}, err
@@ -391,6 +417,10 @@ func (m AcquireRequest) Marshal() []byte {
 	e.u64(m.Epoch)
 	e.u64(durMS(m.TTL))
 	e.optToken(m.Proof)
+	e.u8(uint8(min(len(m.Votes), MaxProofVotes)))
+	for _, v := range m.Votes[:min(len(m.Votes), MaxProofVotes)] {
+		e.vote(v)
+	}
 	return e.b
 }
 
@@ -404,6 +434,13 @@ func UnmarshalAcquireRequest(b []byte) (AcquireRequest, error) {
 	m.Epoch = d.u64("epoch")
 	m.TTL = msDur(&d, "ttl")
 	m.Proof = d.optToken()
+	if n := int(d.u8("vote count")); d.err == nil && n > MaxProofVotes {
+		d.fail("%d proof votes, limit %d", n, MaxProofVotes)
+	} else {
+		for i := 0; i < n && d.err == nil; i++ {
+			m.Votes = append(m.Votes, d.vote())
+		}
+	}
 	if err := d.finish(); err != nil {
 		return AcquireRequest{}, err
 	}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"reflect"
@@ -197,7 +198,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	var sent [][]byte
 	for _, c := range []struct {
 		size, hdr int
-	}{{0, 1}, {1, 1}, {127, 1}, {128, 2}, {300, 2}, {MaxFrameSize, 2}} {
+	}{{0, 1}, {1, 1}, {127, 1}, {128, 2}, {300, 2}, {MaxFrameSize, uvarintLen(MaxFrameSize)}} {
 		msg := make([]byte, c.size)
 		_, _ = rnd.Read(msg)
 		var one bytes.Buffer
@@ -250,7 +251,7 @@ func TestReadFrameTooLargeReadsNoBody(t *testing.T) {
 		max  int
 		hdr  []byte
 	}{
-		{"MaxFrameSize+1", MaxFrameSize, []byte{0x81, 0x20}},
+		{"MaxFrameSize+1", MaxFrameSize, binary.AppendUvarint(nil, MaxFrameSize+1)},
 		{"1<<40", MaxFrameSize, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x20}},
 		{"max uint64", MaxFrameSize, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 		{"small cap", 10, []byte{11}},
