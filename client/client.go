@@ -115,6 +115,87 @@ type Client struct {
 	// client must not both get the (same) token.
 	hmu  sync.Mutex
 	held map[string]chan struct{}
+
+	// emu guards the votes this client received (per resource, its last
+	// round's) and the evidence of equivocation it found.
+	emu      sync.Mutex
+	myVotes  map[string]map[int]protocol.SignedVote
+	evidence []protocol.Evidence
+}
+
+// Evidence returns the evidence of equivocation this client has found:
+// a node's signed vote for another holder at an epoch where it also voted
+// for this client. Each piece was also sent to every node.
+func (c *Client) Evidence() []protocol.Evidence {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	return append([]protocol.Evidence(nil), c.evidence...)
+}
+
+// rememberVotes keeps the votes of one round, to compare with what nodes
+// later report.
+func (c *Client) rememberVotes(resource string, vs map[int]protocol.SignedVote) {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	if len(c.myVotes) >= 1024 {
+		clear(c.myVotes)
+	}
+	c.myVotes[resource] = vs
+}
+
+// checkEquivocation compares the signed votes nodes report in Status with
+// the votes they gave this client; a conflict is verified, recorded and
+// sent to every node.
+func (c *Client) checkEquivocation(resource string, sts []NodeStatus) {
+	c.emu.Lock()
+	mine := c.myVotes[resource]
+	c.emu.Unlock()
+	for _, st := range sts {
+		v := st.Vote
+		if v == nil || v.Node != st.Index {
+			continue
+		}
+		own, ok := mine[v.Node]
+		if !ok || own.Statement.Epoch != v.Statement.Epoch || own.Statement.Holder == v.Statement.Holder {
+			continue
+		}
+		ev := protocol.Evidence{A: own, B: *v}
+		if p2p.VerifyEvidence(c.cfg.Cluster, ev) != nil {
+			continue
+		}
+		log.Warnw("evidence of equivocation", "node", v.Node, "resource", resource, "epoch", v.Statement.Epoch)
+		c.emu.Lock()
+		c.evidence = append(c.evidence, ev)
+		c.emu.Unlock()
+		req := ev.Marshal()
+		for _, m := range c.members {
+			c.goFunc(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+				defer cancel()
+				_, _ = p2p.Call(ctx, c.host, m.id, protocol.ProtoEvidence, req)
+			})
+		}
+	}
+}
+
+// voteProof collects valid signed votes of distinct nodes from status
+// reports, for nodes that refused an epoch as too far ahead: f+1 of them
+// show that an honest node voted that high.
+func (c *Client) voteProof(resource string, sts []NodeStatus) []protocol.SignedVote {
+	var out []protocol.SignedVote
+	for _, st := range sts {
+		v := st.Vote
+		if v == nil || v.Node != st.Index || v.Statement.Resource != resource {
+			continue
+		}
+		if p2p.VerifyVote(c.cfg.Cluster, *v) == nil {
+			out = append(out, *v)
+		}
+	}
+	if len(out) <= c.f {
+		return nil
+	}
+	return out
 }
 
 // goFunc runs f in a goroutine owned by the client; it reports false, and
@@ -185,7 +266,7 @@ func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
 
 func newClient(cfg Config, h host.Host) (*Client, error) {
 	f, t := crypto.FaultThreshold(cfg.Cluster.File.N)
-	c := &Client{cfg: cfg, host: h, f: f, t: t, verified: map[[32]byte]struct{}{}, held: map[string]chan struct{}{}, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	c := &Client{cfg: cfg, host: h, f: f, t: t, verified: map[[32]byte]struct{}{}, held: map[string]chan struct{}{}, myVotes: map[string]map[int]protocol.SignedVote{}, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	for _, n := range cfg.Cluster.File.Nodes {
 		id, err := peer.Decode(n.PeerID)
 		if err != nil {
@@ -406,7 +487,11 @@ type NodeStatus struct {
 // Status asks every node about resource and returns the answers of at least
 // 2f+1 of them.
 func (c *Client) Status(ctx context.Context, resource string) ([]NodeStatus, error) {
-	return c.status(ctx, resource)
+	sts, err := c.status(ctx, resource)
+	if err == nil {
+		c.checkEquivocation(resource, sts)
+	}
+	return sts, err
 }
 
 func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, error) {
@@ -530,14 +615,21 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	}
 	// A reported token costs a pairing check: verify one only if it would
 	// raise the epoch we pick, or if a node needs it to catch up.
+	c.checkEquivocation(resource, sts)
 	var proof *protocol.Token
+	var votesProof []protocol.SignedVote
 	if rs.wantProof || highestClaim(resource, sts) > c.nextEpoch(sts, nil, 0)-1 {
 		proof = c.bestToken(resource, sts)
+	}
+	if rs.wantProof {
+		votesProof = c.voteProof(resource, sts)
 	}
 	epoch := c.nextEpoch(sts, proof, rs.floor)
 	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
 	msg := stmt.SignedBytes()
-	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof}.Marshal()
+	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
+	received := map[int]protocol.SignedVote{}
+	defer func() { c.rememberVotes(resource, received) }()
 
 	rctx, cancel := c.linked(ctx)
 	defer cancel()
@@ -572,6 +664,7 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 				continue
 			}
 			votes = append(votes, ar.Partial)
+			received[r.m.index] = protocol.SignedVote{Node: r.m.index, Statement: stmt, IdentitySig: ar.IdentitySig}
 		case protocol.KindBusy:
 			busy = append(busy, ar)
 			busyIdx = append(busyIdx, r.m.index)

@@ -1,11 +1,14 @@
 package node
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/jonboulle/clockwork"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
@@ -24,6 +27,9 @@ const (
 	IdentityFileName = "identity.key"
 	NodeFileName     = "node.json"
 	StoreFileName    = "votes.db"
+	// EvidenceFileName holds evidence of equivocation the node saw, one
+	// JSON object per line: {"a": "<hex SignedVote>", "b": "..."}.
+	EvidenceFileName = "evidence.jsonl"
 )
 
 // NodeFile is node.json: the node's own settings.
@@ -153,7 +159,13 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 			_ = p2p.AddPeer(h, id, n.Addrs)
 		}
 	}
-	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules}, store, h, clock)
+	evPath := filepath.Join(d.Path, EvidenceFileName)
+	onEvidence := func(ev protocol.Evidence) {
+		if err := appendEvidence(evPath, ev); err != nil {
+			log.Errorw("cannot record evidence", "file", evPath, "err", err)
+		}
+	}
+	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules, OnEvidence: onEvidence}, store, h, clock)
 	if err != nil {
 		_ = h.Close()
 		_ = store.Close()
@@ -167,4 +179,77 @@ func (r *Running) Close() error {
 	err := r.Node.Close()
 	err = errors.Join(err, r.host.Close(), r.store.Close())
 	return err
+}
+
+type evidenceLine struct {
+	A string `json:"a"`
+	B string `json:"b"`
+}
+
+var evidenceMu sync.Mutex
+
+// appendEvidence appends one piece of evidence to the file and fsyncs it.
+func appendEvidence(path string, ev protocol.Evidence) error {
+	evidenceMu.Lock()
+	defer evidenceMu.Unlock()
+	b, err := json.Marshal(evidenceLine{A: hex.EncodeToString(ev.A.Marshal()), B: hex.EncodeToString(ev.B.Marshal())})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadEvidence reads a node directory's evidence file (none: empty) and
+// verifies every entry against the cluster file: each is returned only if
+// anyone could check it offline with the node's public identity key.
+func ReadEvidence(dir string) ([]protocol.Evidence, error) {
+	c, err := protocol.LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, EvidenceFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: read evidence: %w", err)
+	}
+	var out []protocol.Evidence
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l evidenceLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			return nil, fmt.Errorf("node: evidence line %d: %w", i+1, err)
+		}
+		a, errA := hex.DecodeString(l.A)
+		bb, errB := hex.DecodeString(l.B)
+		if err := errors.Join(errA, errB); err != nil {
+			return nil, fmt.Errorf("node: evidence line %d: %w", i+1, err)
+		}
+		va, errA := protocol.UnmarshalSignedVote(a)
+		vb, errB := protocol.UnmarshalSignedVote(bb)
+		if err := errors.Join(errA, errB); err != nil {
+			return nil, fmt.Errorf("node: evidence line %d: %w", i+1, err)
+		}
+		ev := protocol.Evidence{A: va, B: vb}
+		if err := p2p.VerifyEvidence(c, ev); err != nil {
+			return nil, fmt.Errorf("node: evidence line %d does not verify: %w", i+1, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
 }

@@ -6,9 +6,11 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -48,6 +51,9 @@ type Config struct {
 	MaxInflightPerPeer int
 	// Hooks inject faults; zero in production.
 	Hooks Hooks
+	// OnEvidence, if set, receives each new piece of verified evidence of
+	// equivocation the node sees (Dir.Start appends it to evidence.jsonl).
+	OnEvidence func(protocol.Evidence)
 }
 
 // Hooks let tests and testnet inject faults around the honest node.
@@ -124,6 +130,9 @@ type Node struct {
 	shards   [numShards]shard
 	inflight sync.Map // peer.ID -> chan struct{}
 	verified tokenCache
+
+	evMu   sync.Mutex
+	evSeen map[[32]byte]bool
 }
 
 // New starts a node on host h: it registers the protocol handlers and
@@ -151,6 +160,7 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.handleRenew))
 	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.handleRelease))
 	h.SetStreamHandler(protocol.ProtoAbandon, n.handler(protocol.ProtoAbandon, n.handleAbandon))
+	h.SetStreamHandler(protocol.ProtoEvidence, n.handler(protocol.ProtoEvidence, n.handleEvidence))
 	log.Infow("node started", "index", cfg.Share.Index(), "peer", h.ID(), "cluster", cfg.Cluster.ID)
 	return n, nil
 }
@@ -171,7 +181,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.closeMu.Unlock()
-	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease, protocol.ProtoAbandon} {
+	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease, protocol.ProtoAbandon, protocol.ProtoEvidence} {
 		n.host.RemoveStreamHandler(lp2pproto.ID(p))
 	}
 	n.cancel()
@@ -325,7 +335,11 @@ func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return Status(rec, n.clock.Now()).Marshal(), nil
+	st := Status(rec, n.clock.Now())
+	if rec.VoteEpoch > 0 && len(rec.VoteIDSig) > 0 {
+		st.Vote = &protocol.SignedVote{Node: n.Index(), Statement: n.stmt(rec.Resource, rec.VoteEpoch, rec.VoteHolder), IdentitySig: rec.VoteIDSig}
+	}
+	return st.Marshal(), nil
 }
 
 func refuse(code protocol.Code, lastEpoch uint64, msg string) []byte {
@@ -349,15 +363,32 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 			return refuse(protocol.CodeBadRequest, 0, "proof: "+err.Error()), nil
 		}
 	}
+	seen, err := n.checkVoteProof(req)
+	if err != nil {
+		return refuse(protocol.CodeBadRequest, 0, "vote proof: "+err.Error()), nil
+	}
 	stmt := n.stmt(req.Resource, req.Epoch, holder)
+	idKey := n.host.Peerstore().PrivKey(n.host.ID())
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		var audit []AuditEntry
+		changed := false
+		if seen > 0 {
+			so := n.cfg.Rules.SeeVotes(rec, seen, now)
+			rec, changed, audit = so.Next, so.Changed, so.Audit
+		}
 		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
-		if o.Kind == protocol.KindVote && !o.Repeat {
+		o.Changed = o.Changed || changed
+		o.Audit = append(audit, o.Audit...)
+		if o.Kind == protocol.KindVote && (!o.Repeat || len(o.Next.VoteIDSig) == 0) {
 			p, err := n.cfg.Share.Sign(stmt.SignedBytes())
 			if err != nil {
 				return Outcome{}, err
 			}
-			o.Next.Vote = p
+			idSig, err := idKey.Sign(stmt.VoteBytes())
+			if err != nil {
+				return Outcome{}, fmt.Errorf("identity signature: %w", err)
+			}
+			o.Next.Vote, o.Next.VoteIDSig, o.Changed = p, idSig, true
 		}
 		return o, nil
 	})
@@ -367,12 +398,8 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 	}
 	switch o.Kind {
 	case protocol.KindVote:
-		idSig, err := n.host.Peerstore().PrivKey(n.host.ID()).Sign(stmt.VoteBytes())
-		if err != nil {
-			return nil, fmt.Errorf("identity signature: %w", err)
-		}
 		log.Debugw("vote", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "repeat", o.Repeat)
-		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: idSig}.Marshal(), nil
+		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: o.Next.VoteIDSig}.Marshal(), nil
 	case protocol.KindBusy:
 		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left}.Marshal(), nil
 	default:
@@ -449,6 +476,75 @@ func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byt
 	return ack(n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Abandon(rec, from.String(), req.Epoch, now), nil
 	}))
+}
+
+// checkVoteProof verifies the signed votes an Acquire carries and returns
+// the epoch they prove f+1 distinct members voted at or above (0 if none
+// are given). Conflicting votes of one member among them are recorded as
+// evidence.
+func (n *Node) checkVoteProof(req protocol.AcquireRequest) (uint64, error) {
+	if len(req.Votes) == 0 {
+		return 0, nil
+	}
+	best := map[int]protocol.SignedVote{} // highest vote per member
+	for _, v := range req.Votes {
+		if v.Statement.Resource != req.Resource {
+			return 0, fmt.Errorf("vote of node %d is for resource %q", v.Node, v.Statement.Resource)
+		}
+		if err := p2p.VerifyVote(n.cfg.Cluster, v); err != nil {
+			return 0, err
+		}
+		if prev, ok := best[v.Node]; ok {
+			if prev.Statement.Epoch == v.Statement.Epoch && prev.Statement.Holder != v.Statement.Holder {
+				n.recordEvidence(protocol.Evidence{A: prev, B: v})
+			}
+			if prev.Statement.Epoch >= v.Statement.Epoch {
+				continue
+			}
+		}
+		best[v.Node] = v
+	}
+	if len(best) <= n.cfg.Cluster.F {
+		return 0, fmt.Errorf("%d distinct voters, need %d", len(best), n.cfg.Cluster.F+1)
+	}
+	epochs := make([]uint64, 0, len(best))
+	for _, v := range best {
+		epochs = append(epochs, v.Statement.Epoch)
+	}
+	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
+	return epochs[n.cfg.Cluster.F], nil
+}
+
+// recordEvidence keeps evidence of equivocation (once per pair) and hands
+// it to Config.OnEvidence.
+func (n *Node) recordEvidence(ev protocol.Evidence) {
+	key := sha256.Sum256(ev.Marshal())
+	n.evMu.Lock()
+	if n.evSeen == nil {
+		n.evSeen = map[[32]byte]bool{}
+	}
+	dup := n.evSeen[key]
+	n.evSeen[key] = true
+	n.evMu.Unlock()
+	if dup {
+		return
+	}
+	log.Warnw("evidence of equivocation", "node", ev.A.Node, "resource", ev.A.Statement.Resource, "epoch", ev.A.Statement.Epoch)
+	if f := n.cfg.OnEvidence; f != nil {
+		f(ev)
+	}
+}
+
+func (n *Node) handleEvidence(_ context.Context, _ peer.ID, b []byte) ([]byte, error) {
+	ev, err := protocol.UnmarshalEvidence(b)
+	if err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if err := p2p.VerifyEvidence(n.cfg.Cluster, ev); err != nil {
+		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	n.recordEvidence(ev)
+	return protocol.Ack{Code: protocol.CodeOK}.Marshal(), nil
 }
 
 // verifyToken checks a token for this cluster and resource: cheap checks

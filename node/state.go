@@ -66,7 +66,7 @@ func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duratio
 	if epoch <= n.LastEpoch {
 		return o.refuse(protocol.CodeStale, fmt.Sprintf("epoch %d is not above last epoch %d", epoch, n.LastEpoch))
 	}
-	known := n.LastEpoch
+	known := max(n.LastEpoch, n.Seen)
 	if n.Certified != nil && n.Certified.Epoch > known {
 		known = n.Certified.Epoch
 	}
@@ -166,6 +166,22 @@ func (r Rules) Abandon(rec Record, holder string, epoch uint64, now time.Time) O
 	n.Lease = Lease{}
 	o.Changed = true
 	o.audit(now, AuditAbandon, n.Resource, epoch, holder, "")
+	return o
+}
+
+// SeeVotes records that f+1 distinct nodes (the caller verified their
+// identity signatures) voted at epoch or above. At least one of them is
+// honest, and an honest node votes at most MaxEpochStep above what it
+// knows, so raising Seen keeps epochs bounded (S5) while letting a node
+// that fell behind by uncommitted votes take part again. Seen never lets
+// the node vote at or below LastEpoch (S1).
+func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
+	o := Outcome{Next: rec, At: now}
+	if epoch > o.Next.Seen {
+		o.Next.Seen = epoch
+		o.Changed = true
+		o.audit(now, AuditCatchUp, rec.Resource, epoch, "", "f+1 signed votes")
+	}
 	return o
 }
 

@@ -24,6 +24,12 @@ type Record struct {
 	VoteEpoch  uint64            `json:"vote_epoch,omitempty"`
 	VoteHolder string            `json:"vote_holder,omitempty"`
 	Vote       crypto.PartialSig `json:"vote"`
+	// VoteIDSig is the node's identity signature over the vote's
+	// statement (protocol.Statement.VoteBytes), shown in Status.
+	VoteIDSig []byte `json:"vote_id_sig,omitempty"`
+	// Seen is the highest epoch f+1 distinct nodes were shown to have
+	// voted at (SeeVotes).
+	Seen uint64 `json:"seen,omitempty"`
 	// VoteTTL is the lease length the voted-for client asked for.
 	VoteTTL time.Duration `json:"vote_ttl,omitempty"`
 	// Certified is the highest token this node has verified, if any.

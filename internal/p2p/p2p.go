@@ -288,3 +288,43 @@ func PeerIDs(ss ...string) ([]peer.ID, error) {
 	}
 	return out, nil
 }
+
+// ErrBadVote reports a signed vote that is not a member's valid vote.
+var ErrBadVote = errors.New("p2p: invalid signed vote")
+
+// VerifyVote checks a signed vote: the voter is a member of c, the vote is
+// for c, and the identity signature (by the member's peer ID key) is valid
+// over the statement's VoteBytes.
+func VerifyVote(c *pproto.Cluster, v pproto.SignedVote) error {
+	if v.Node < 1 || v.Node > len(c.File.Nodes) {
+		return fmt.Errorf("%w: node index %d", ErrBadVote, v.Node)
+	}
+	if v.Statement.Cluster != c.ID {
+		return fmt.Errorf("%w: vote for cluster %s", ErrBadVote, v.Statement.Cluster)
+	}
+	id, err := peer.Decode(c.File.Nodes[v.Node-1].PeerID)
+	if err != nil {
+		return fmt.Errorf("%w: node %d peer ID: %v", ErrBadVote, v.Node, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: node %d public key: %v", ErrBadVote, v.Node, err)
+	}
+	ok, err := pub.Verify(v.Statement.VoteBytes(), v.IdentitySig)
+	if err != nil || !ok {
+		return fmt.Errorf("%w: node %d identity signature does not verify", ErrBadVote, v.Node)
+	}
+	return nil
+}
+
+// VerifyEvidence checks evidence of equivocation offline: the two votes
+// conflict and both carry the node's valid identity signature.
+func VerifyEvidence(c *pproto.Cluster, ev pproto.Evidence) error {
+	if err := ev.Check(); err != nil {
+		return err
+	}
+	if err := VerifyVote(c, ev.A); err != nil {
+		return err
+	}
+	return VerifyVote(c, ev.B)
+}
