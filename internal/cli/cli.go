@@ -156,13 +156,14 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"keygen":  {keygenUsage, runKeygen, keygenFlags},
-	"node":    {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
-	"testnet": {testnetUsage, runTestnet, keygenFlags},
-	"acquire": {acquireUsage, runAcquire, acquireFlags},
-	"verify":  {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
-	"demo":    {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
-	"bench":   {benchUsage, runBench, benchFlags},
+	"keygen":   {keygenUsage, runKeygen, keygenFlags},
+	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"testnet":  {testnetUsage, runTestnet, keygenFlags},
+	"acquire":  {acquireUsage, runAcquire, acquireFlags},
+	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
+	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
+	"bench":    {benchUsage, runBench, benchFlags},
+	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

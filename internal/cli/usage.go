@@ -14,6 +14,7 @@ Usage:
     palisade verify  --cluster FILE TOKEN
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
+    palisade evidence --dir DIR/nodeI
     palisade help    [COMMAND]
 
 Every flag can also be set by an environment variable named after it:
@@ -200,4 +201,26 @@ Example:
     acquire  p50=[...] p90=[...] p99=[...]
     release  p50=[...] p90=[...] p99=[...]
     throughput [...] acquire+release cycles/s
+`
+
+const evidenceUsage = `Usage:
+    palisade evidence --dir DIR/nodeI
+
+Lists the evidence of equivocation a node holds: pairs of votes in which
+one node, signing with its identity key, voted for two holders at the same
+(resource, epoch). Clients that see such a pair send it to every node;
+nodes check it and append it to DIR/nodeI/evidence.jsonl. Each entry is
+verified again here against the node directory's cluster.json, and is
+printed as one line: the guilty node, resource, epoch, both holders, and
+the hex of both signed votes, which anyone can check offline with the
+node's public identity key. Works while the node runs.
+
+Flags (environment variable in brackets):
+    --dir DIR   the node directory [PALISADE_DIR]
+
+Example:
+    $ palisade evidence --dir /tmp/pal/node2
+    node=1 resource=orders-db epoch=7 holders=12D3KooWA…,12D3KooWB… a=01… b=01…
+    $ palisade evidence --dir /tmp/pal/node3
+    no evidence
 `
