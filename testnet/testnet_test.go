@@ -32,7 +32,9 @@ func startNet(t testing.TB, n, clients int, o Options) *Network {
 	t.Helper()
 	o.Keygen.N = n
 	o.Keygen.Clients = clients
-	o.Keygen.Rand = mrand.New(mrand.NewSource(seedFor(t)))
+	if o.Keygen.Rand == nil {
+		o.Keygen.Rand = mrand.New(mrand.NewSource(seedFor(t)))
+	}
 	nw, err := Start(t.TempDir(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, nw.Close()) })
