@@ -108,3 +108,16 @@ func uvarintLen(v uint64) int {
 	var buf [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(buf[:], v)
 }
+
+// decode runs fn over b as one whole message: the version byte first, and
+// nothing may follow. On any error it returns the zero value.
+func decode[T any](b []byte, fn func(d *decoder) T) (T, error) {
+	d := decoder{b: b}
+	d.version()
+	m := fn(&d)
+	if err := d.finish(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return m, nil
+}

@@ -225,16 +225,13 @@ func (m AbandonRequest) Marshal() []byte {
 
 // UnmarshalAbandonRequest decodes an AbandonRequest strictly.
 func UnmarshalAbandonRequest(b []byte) (AbandonRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	var m AbandonRequest
-	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
-	m.Resource = d.resource()
-	m.Epoch = d.u64("epoch")
-	if err := d.finish(); err != nil {
-		return AbandonRequest{}, err
-	}
-	return m, nil
+	return decode(b, func(d *decoder) AbandonRequest {
+		var m AbandonRequest
+		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+		m.Resource = d.resource()
+		m.Epoch = d.u64("epoch")
+		return m
+	})
 }
 
 // ReleaseRequest ends the sender's lease.
@@ -356,13 +353,10 @@ func (m StatusRequest) Marshal() []byte {
 
 // UnmarshalStatusRequest decodes a StatusRequest strictly.
 func UnmarshalStatusRequest(b []byte) (StatusRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	m := StatusRequest{Resource: d.resource()}
-	if err := d.finish(); err != nil {
-		return StatusRequest{}, err
-	}
-	return m, nil
+	return decode(b, func(d *decoder) StatusRequest {
+		m := StatusRequest{Resource: d.resource()}
+		return m
+	})
 }
 
 // Marshal encodes the reply.
@@ -385,27 +379,24 @@ func (m StatusReply) Marshal() []byte {
 
 // UnmarshalStatusReply decodes a StatusReply strictly.
 func UnmarshalStatusReply(b []byte) (StatusReply, error) {
-	d := decoder{b: b}
-	d.version()
-	m := StatusReply{
-		LastEpoch:  d.u64("last epoch"),
-		Holder:     d.holder(),
-		LeaseEpoch: d.u64("lease epoch"),
-		LeaseLeft:  msDur(&d, "lease left"),
-		Certified:  d.optToken(),
-	}
-	switch d.u8("vote flag") {
-	case 0:
-	case 1:
-		v := d.vote()
-		m.Vote = &v
-	default:
-		d.fail("vote flag not 0 or 1")
-	}
-	if err := d.finish(); err != nil {
-		return StatusReply{}, err
-	}
-	return m, nil
+	return decode(b, func(d *decoder) StatusReply {
+		m := StatusReply{
+			LastEpoch:  d.u64("last epoch"),
+			Holder:     d.holder(),
+			LeaseEpoch: d.u64("lease epoch"),
+			LeaseLeft:  msDur(d, "lease left"),
+			Certified:  d.optToken(),
+		}
+		switch d.u8("vote flag") {
+		case 0:
+		case 1:
+			v := d.vote()
+			m.Vote = &v
+		default:
+			d.fail("vote flag not 0 or 1")
+		}
+		return m
+	})
 }
 
 // Marshal encodes the request.
@@ -426,25 +417,22 @@ func (m AcquireRequest) Marshal() []byte {
 
 // UnmarshalAcquireRequest decodes an AcquireRequest strictly.
 func UnmarshalAcquireRequest(b []byte) (AcquireRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	var m AcquireRequest
-	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
-	m.Resource = d.resource()
-	m.Epoch = d.u64("epoch")
-	m.TTL = msDur(&d, "ttl")
-	m.Proof = d.optToken()
-	if n := int(d.u8("vote count")); d.err == nil && n > MaxProofVotes {
-		d.fail("%d proof votes, limit %d", n, MaxProofVotes)
-	} else {
-		for i := 0; i < n && d.err == nil; i++ {
-			m.Votes = append(m.Votes, d.vote())
+	return decode(b, func(d *decoder) AcquireRequest {
+		var m AcquireRequest
+		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+		m.Resource = d.resource()
+		m.Epoch = d.u64("epoch")
+		m.TTL = msDur(d, "ttl")
+		m.Proof = d.optToken()
+		if n := int(d.u8("vote count")); d.err == nil && n > MaxProofVotes {
+			d.fail("%d proof votes, limit %d", n, MaxProofVotes)
+		} else {
+			for i := 0; i < n && d.err == nil; i++ {
+				m.Votes = append(m.Votes, d.vote())
+			}
 		}
-	}
-	if err := d.finish(); err != nil {
-		return AcquireRequest{}, err
-	}
-	return m, nil
+		return m
+	})
 }
 
 // Marshal encodes the reply; only the fields of its Kind are written.
@@ -470,39 +458,36 @@ func (m AcquireReply) Marshal() []byte {
 
 // UnmarshalAcquireReply decodes an AcquireReply strictly.
 func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
-	d := decoder{b: b}
-	d.version()
-	m := AcquireReply{Kind: ReplyKind(d.u8("kind"))}
-	switch {
-	case d.err != nil:
-	case m.Kind == KindVote:
-		raw := d.take(crypto.PartialSize, "partial")
-		if d.err == nil {
-			p, err := crypto.ParsePartial(raw)
-			if err != nil {
-				d.fail("partial: %v", err)
+	return decode(b, func(d *decoder) AcquireReply {
+		m := AcquireReply{Kind: ReplyKind(d.u8("kind"))}
+		switch {
+		case d.err != nil:
+		case m.Kind == KindVote:
+			raw := d.take(crypto.PartialSize, "partial")
+			if d.err == nil {
+				p, err := crypto.ParsePartial(raw)
+				if err != nil {
+					d.fail("partial: %v", err)
+				}
+				m.Partial = p
 			}
-			m.Partial = p
+			m.IdentitySig = d.bytes("identity signature", MaxIdentitySigLen)
+			if d.err == nil && len(m.IdentitySig) == 0 {
+				d.fail("vote without identity signature")
+			}
+		case m.Kind == KindBusy:
+			m.Holder = d.holder()
+			m.LeaseEpoch = d.u64("lease epoch")
+			m.Left = msDur(d, "left")
+		case m.Kind == KindRefuse:
+			m.Code = d.code()
+			m.LastEpoch = d.u64("last epoch")
+			m.Message = d.str("message", MaxMessageLen)
+		default:
+			d.fail("unknown reply kind %d", m.Kind)
 		}
-		m.IdentitySig = d.bytes("identity signature", MaxIdentitySigLen)
-		if d.err == nil && len(m.IdentitySig) == 0 {
-			d.fail("vote without identity signature")
-		}
-	case m.Kind == KindBusy:
-		m.Holder = d.holder()
-		m.LeaseEpoch = d.u64("lease epoch")
-		m.Left = msDur(&d, "left")
-	case m.Kind == KindRefuse:
-		m.Code = d.code()
-		m.LastEpoch = d.u64("last epoch")
-		m.Message = d.str("message", MaxMessageLen)
-	default:
-		d.fail("unknown reply kind %d", m.Kind)
-	}
-	if err := d.finish(); err != nil {
-		return AcquireReply{}, err
-	}
-	return m, nil
+		return m
+	})
 }
 
 // Marshal encodes the request.
@@ -516,21 +501,18 @@ func (m CommitRequest) Marshal() []byte {
 
 // UnmarshalCommitRequest decodes a CommitRequest strictly.
 func UnmarshalCommitRequest(b []byte) (CommitRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	var m CommitRequest
-	if d.err == nil {
-		t, err := decodeToken(&d)
-		if err != nil && d.err == nil {
-			d.err = err
+	return decode(b, func(d *decoder) CommitRequest {
+		var m CommitRequest
+		if d.err == nil {
+			t, err := decodeToken(d)
+			if err != nil && d.err == nil {
+				d.err = err
+			}
+			m.Token = t
 		}
-		m.Token = t
-	}
-	m.TTL = msDur(&d, "ttl")
-	if err := d.finish(); err != nil {
-		return CommitRequest{}, err
-	}
-	return m, nil
+		m.TTL = msDur(d, "ttl")
+		return m
+	})
 }
 
 // Marshal encodes the request.
@@ -546,17 +528,14 @@ func (m RenewRequest) Marshal() []byte {
 
 // UnmarshalRenewRequest decodes a RenewRequest strictly.
 func UnmarshalRenewRequest(b []byte) (RenewRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	var m RenewRequest
-	copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
-	m.Resource = d.resource()
-	m.Epoch = d.u64("epoch")
-	m.TTL = msDur(&d, "ttl")
-	if err := d.finish(); err != nil {
-		return RenewRequest{}, err
-	}
-	return m, nil
+	return decode(b, func(d *decoder) RenewRequest {
+		var m RenewRequest
+		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
+		m.Resource = d.resource()
+		m.Epoch = d.u64("epoch")
+		m.TTL = msDur(d, "ttl")
+		return m
+	})
 }
 
 // Marshal encodes the request.
@@ -569,20 +548,17 @@ func (m ReleaseRequest) Marshal() []byte {
 
 // UnmarshalReleaseRequest decodes a ReleaseRequest strictly.
 func UnmarshalReleaseRequest(b []byte) (ReleaseRequest, error) {
-	d := decoder{b: b}
-	d.version()
-	var m ReleaseRequest
-	if d.err == nil {
-		t, err := decodeToken(&d)
-		if err != nil && d.err == nil {
-			d.err = err
+	return decode(b, func(d *decoder) ReleaseRequest {
+		var m ReleaseRequest
+		if d.err == nil {
+			t, err := decodeToken(d)
+			if err != nil && d.err == nil {
+				d.err = err
+			}
+			m.Token = t
 		}
-		m.Token = t
-	}
-	if err := d.finish(); err != nil {
-		return ReleaseRequest{}, err
-	}
-	return m, nil
+		return m
+	})
 }
 
 // Marshal encodes the ack.
@@ -611,13 +587,10 @@ func truncate(msg string) string {
 
 // UnmarshalAck decodes an Ack strictly.
 func UnmarshalAck(b []byte) (Ack, error) {
-	d := decoder{b: b}
-	d.version()
-	m := Ack{Code: d.code(), LastEpoch: d.u64("last epoch"), Left: msDur(&d, "left"), Message: d.str("message", MaxMessageLen)}
-	if err := d.finish(); err != nil {
-		return Ack{}, err
-	}
-	return m, nil
+	return decode(b, func(d *decoder) Ack {
+		m := Ack{Code: d.code(), LastEpoch: d.u64("last epoch"), Left: msDur(d, "left"), Message: d.str("message", MaxMessageLen)}
+		return m
+	})
 }
 
 func (d *decoder) version() {

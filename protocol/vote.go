@@ -64,13 +64,10 @@ func (v SignedVote) Marshal() []byte {
 
 // UnmarshalSignedVote decodes a SignedVote strictly.
 func UnmarshalSignedVote(b []byte) (SignedVote, error) {
-	d := decoder{b: b}
-	d.version()
-	v := d.vote()
-	if err := d.finish(); err != nil {
-		return SignedVote{}, err
-	}
-	return v, nil
+	return decode(b, func(d *decoder) SignedVote {
+		v := d.vote()
+		return v
+	})
 }
 
 // Evidence is two votes of one node for different holders at the same
@@ -106,10 +103,8 @@ func (ev Evidence) Marshal() []byte {
 // UnmarshalEvidence decodes Evidence strictly (and checks the votes
 // conflict).
 func UnmarshalEvidence(b []byte) (Evidence, error) {
-	d := decoder{b: b}
-	d.version()
-	ev := Evidence{A: d.vote(), B: d.vote()}
-	if err := d.finish(); err != nil {
+	ev, err := decode(b, func(d *decoder) Evidence { return Evidence{A: d.vote(), B: d.vote()} })
+	if err != nil {
 		return Evidence{}, err
 	}
 	if err := ev.Check(); err != nil {
