@@ -1,0 +1,832 @@
+package testnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/stretchr/testify/require"
+	"go.dedis.ch/kyber/v3"
+	"go.dedis.ch/kyber/v3/pairing/bn256"
+	"go.dedis.ch/kyber/v3/share"
+
+	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier"
+)
+
+// byzOracle is the invariant oracle of the Byzantine tests. It sees every
+// token clients get and every write they make to the guarded resource, and
+// checks S1 (one holder per resource and epoch), S4 (every admitted write
+// is at or above the barrier; the barrier never decreases) and, at the end,
+// S5 on the honest nodes.
+type byzOracle struct {
+	t     *testing.T
+	nw    *Network
+	v     *verifier.Verifier
+	store *verifier.MemoryStore
+	fence *verifier.Fence
+	byz   []int
+
+	mu       sync.Mutex
+	holders  map[string]string // resource/epoch -> holder
+	barriers map[string]uint64 // last barrier observed per resource
+	tokens   int
+	admitted int
+	stale    int
+}
+
+func newByzOracle(t *testing.T, nw *Network, byz []int) *byzOracle {
+	store := verifier.NewMemoryStore()
+	t.Cleanup(func() { require.NoError(t, store.Close()) })
+	v := verifier.New(nw.Keys.Cluster)
+	return &byzOracle{t: t, nw: nw, v: v, store: store, fence: verifier.NewFence(v, store), byz: byz,
+		holders: map[string]string{}, barriers: map[string]uint64{}}
+}
+
+// lock records a lock's token: it verifies, it is the only holder of its
+// (resource, epoch), and the lock suspects only Byzantine nodes.
+func (o *byzOracle) lock(l *client.Lock) {
+	tok := l.Token()
+	if err := o.v.VerifyFor(tok, tok.Resource); err != nil {
+		o.t.Errorf("token %s/%d does not verify: %v", tok.Resource, tok.Epoch, err)
+	}
+	for _, s := range l.Suspects() {
+		if !slices.Contains(o.byz, s) {
+			o.t.Errorf("lock on %s/%d suspects honest node %d (Byzantine: %v)", tok.Resource, tok.Epoch, s, o.byz)
+		}
+	}
+	key := fmt.Sprintf("%s/%d", tok.Resource, tok.Epoch)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h, ok := o.holders[key]; ok && h != tok.Holder {
+		o.t.Errorf("S1 violated: %s held by %s and %s", key, h, tok.Holder)
+	}
+	o.holders[key] = tok.Holder
+	o.tokens++
+}
+
+// write sends one guarded write with tok through the fence. Inside the
+// transaction it checks the write's epoch against the highest epoch
+// admitted so far (kept in the resource's own data, so it commits with the
+// barrier); afterwards it checks that the barrier did not go down.
+func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
+	err := o.fence.Admit(ctx, tok, tok.Resource, func(tx verifier.Tx) error {
+		prev, ok, err := tx.Get("epoch")
+		if err != nil {
+			return err
+		}
+		if ok {
+			var last uint64
+			_, _ = fmt.Sscan(string(prev), &last)
+			if tok.Epoch < last {
+				o.t.Errorf("S4 violated: write at epoch %d admitted after epoch %d", tok.Epoch, last)
+			}
+		}
+		if err := tx.Put("epoch", []byte(fmt.Sprint(tok.Epoch))); err != nil {
+			return err
+		}
+		return tx.Put("holder", []byte(tok.Holder))
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b, ok, berr := o.store.Barrier(ctx, tok.Resource)
+	if berr != nil {
+		o.t.Errorf("barrier of %q: %v", tok.Resource, berr)
+	}
+	if ok && b < o.barriers[tok.Resource] {
+		o.t.Errorf("S4 violated: barrier of %q went down from %d to %d", tok.Resource, o.barriers[tok.Resource], b)
+	}
+	if ok {
+		o.barriers[tok.Resource] = b
+	}
+	switch {
+	case err == nil:
+		o.admitted++
+		if !ok || b < tok.Epoch {
+			o.t.Errorf("S4 violated: write at epoch %d admitted but barrier is %d", tok.Epoch, b)
+		}
+	case errors.Is(err, verifier.ErrStale):
+		o.stale++
+	}
+	return err
+}
+
+// checkS5 asserts that no honest node's epoch for a resource is more than
+// MaxEpochStep above the highest certified epoch it knows.
+func (o *byzOracle) checkS5(resources ...string) {
+	ctx := context.Background()
+	step := byzStep(o.nw)
+	for _, m := range o.nw.Members {
+		if slices.Contains(o.byz, m.Index) {
+			continue
+		}
+		r := o.nw.Node(m.Index)
+		if r == nil {
+			continue
+		}
+		for _, res := range resources {
+			rec, err := r.Record(ctx, res)
+			require.NoError(o.t, err)
+			var known uint64
+			if rec.Certified != nil {
+				known = rec.Certified.Epoch
+				require.NoError(o.t, o.v.VerifyFor(*rec.Certified, res), "node %d keeps an invalid token", m.Index)
+			}
+			require.LessOrEqual(o.t, rec.LastEpoch, known+step,
+				"S5: honest node %d is at epoch %d on %q, certified %d, step %d", m.Index, rec.LastEpoch, res, known, step)
+			require.LessOrEqual(o.t, rec.Seen, known+step,
+				"S5: honest node %d was shown votes at epoch %d on %q, certified %d, step %d", m.Index, rec.Seen, res, known, step)
+		}
+	}
+}
+
+// byzStep is the nodes' MaxEpochStep.
+func byzStep(nw *Network) uint64 {
+	if nw.rules.MaxEpochStep != 0 {
+		return nw.rules.MaxEpochStep
+	}
+	return node.DefaultRules(nw.Keys.Cluster).MaxEpochStep
+}
+
+// byzPick chooses the f Byzantine nodes of an n-node network from the
+// test's seed.
+func byzPick(t *testing.T, n int) []int {
+	f := (n - 1) / 3
+	rng := mrand.New(mrand.NewSource(seedFor(t)))
+	var out []int
+	for _, i := range rng.Perm(n)[:f] {
+		out = append(out, i+1)
+	}
+	sort.Ints(out)
+	t.Logf("Byzantine nodes %v of %d", out, n)
+	return out
+}
+
+func byzHonest(n int, byz []int) []int {
+	var out []int
+	for i := 1; i <= n; i++ {
+		if !slices.Contains(byz, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// byzWorkload: K clients contend for one resource, each acquiring it
+// rounds times (waiting while busy), writing through the fence with the
+// new token and again with its previous one (a paused ex-holder), then
+// releasing. f nodes run mk's behaviour. Every acquire must succeed; the
+// oracle checks S1, S4 and S5.
+func byzWorkload(t *testing.T, n int, mk func() Behaviour, cfg client.Config) {
+	const clients, rounds = 3, 3
+	const resource = "byz/orders"
+	nw := startNet(t, n, clients, Options{})
+	byz := byzPick(t, n)
+	for _, i := range byz {
+		nw.SetBehaviour(i, mk())
+	}
+	o := newByzOracle(t, nw, byz)
+	if cfg.MaxBackoff == 0 {
+		cfg.MinBackoff, cfg.MaxBackoff = time.Millisecond, 30*time.Millisecond
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 2 * time.Second
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acquired := 0
+	for i := 0; i < clients; i++ {
+		c := newClient(t, nw, i, cfg)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var prev *protocol.Token
+			for r := 0; r < rounds; r++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				l, err := c.Acquire(ctx, resource, client.WithWait(25*time.Second), client.WithTTL(10*time.Second))
+				if err != nil {
+					cancel()
+					t.Errorf("client %d round %d: %v", i, r, err)
+					return
+				}
+				o.lock(l)
+				tok := l.Token()
+				if err := o.write(ctx, tok); err != nil {
+					t.Errorf("client %d: the holder's own write at epoch %d was refused: %v", i, tok.Epoch, err)
+				}
+				if prev != nil {
+					if err := o.write(ctx, *prev); err != nil && !errors.Is(err, verifier.ErrStale) {
+						t.Errorf("client %d: old token: want admitted or ErrStale, got %v", i, err)
+					}
+				}
+				prev = &tok
+				mu.Lock()
+				acquired++
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					t.Logf("client %d: release: %v", i, err) // liveness only
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, clients*rounds, acquired, "every client acquired every round")
+	require.Len(t, o.holders, clients*rounds, "every token has its own epoch")
+	o.checkS5(resource)
+	t.Logf("%d tokens, %d writes admitted, %d stale writes refused", o.tokens, o.admitted, o.stale)
+}
+
+// byzSizes runs fn for N=4 (f=1) and, unless the test is short, N=7 (f=2).
+func byzSizes(t *testing.T, fn func(t *testing.T, n int)) {
+	for _, n := range []int{4, 7} {
+		if n > 4 && testing.Short() {
+			continue
+		}
+		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) { fn(t, n) })
+	}
+}
+
+func TestByzEquivocateKeepsSafety(t *testing.T) {
+	byzSizes(t, func(t *testing.T, n int) { byzWorkload(t, n, Equivocate, client.Config{}) })
+}
+
+func TestByzForgePartialsKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, ForgePartials, client.Config{}) // N=7: TestForgedPartialsNamedAsSuspects
+}
+
+func TestByzLieInStatusKeepsSafety(t *testing.T) {
+	byzSizes(t, func(t *testing.T, n int) { byzWorkload(t, n, LieInStatus, client.Config{}) })
+}
+
+func TestByzReplayKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, Replay, client.Config{})
+}
+
+func TestByzGarbageKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, Garbage, client.Config{})
+}
+
+func TestByzOversizedKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, Oversized, client.Config{})
+}
+
+func TestByzSlowKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, func() Behaviour { return Slow(150 * time.Millisecond) }, client.Config{})
+}
+
+func TestByzSilentKeepsSafety(t *testing.T) {
+	byzWorkload(t, 4, Silent, client.Config{RequestTimeout: time.Second, MinBackoff: 5 * time.Millisecond, MaxBackoff: 500 * time.Millisecond})
+}
+
+// byzDelayRest delays every node above the first t, so the votes of nodes
+// 1..t reach a client first; it returns an undo.
+func byzDelayRest(nw *Network, d time.Duration) func() {
+	n := len(nw.Members)
+	_, th := crypto.FaultThreshold(n)
+	for i := th + 1; i <= n; i++ {
+		nw.SetDelay(i, d)
+	}
+	return func() {
+		for i := th + 1; i <= n; i++ {
+			nw.SetDelay(i, 0)
+		}
+	}
+}
+
+// TestEquivocatorVotesTwiceButS1Holds: the f equivocators (nodes 1..f)
+// vote for two holders at one epoch. The client's combination may well use
+// an equivocator's partial (its partial is valid), and the two votes with
+// their identity signatures are evidence against it; but the honest nodes
+// refuse the second holder, so only f partials exist for it and no second
+// token can be made.
+func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
+	byzSizes(t, func(t *testing.T, n int) {
+		f, th := crypto.FaultThreshold(n)
+		nw := startNet(t, n, 2, Options{})
+		var eq []int
+		for i := 1; i <= f; i++ {
+			eq = append(eq, i)
+			nw.SetBehaviour(i, Equivocate())
+		}
+		honest := byzHonest(n, eq)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cA := newClient(t, nw, 0, client.Config{})
+		cB := newClient(t, nw, 1, client.Config{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+
+		// The equivocators and f+1 honest nodes answer first.
+		undo := byzDelayRest(nw, 300*time.Millisecond)
+		lA, err := cA.Acquire(ctx, "eq")
+		require.NoError(t, err)
+		undo()
+		verify(t, nw, lA.Token())
+		require.Empty(t, lA.Suspects())
+		e := lA.Epoch()
+		for _, i := range honest {
+			require.Eventually(t, func() bool {
+				rec, err := nw.Node(i).Record(ctx, "eq")
+				return err == nil && rec.LastEpoch >= e
+			}, 5*time.Second, 5*time.Millisecond, "honest node %d learns epoch %d", i, e)
+		}
+
+		stA := nw.Keys.Cluster.Statement("eq", e, cA.ID())
+		stB := nw.Keys.Cluster.Statement("eq", e, cB.ID())
+		require.NotEqual(t, stA.VoteBytes(), stB.VoteBytes())
+		var partsA, partsB []crypto.PartialSig
+		for _, i := range eq {
+			vA := acquireDirect(t, nw, 0, i, "eq", e)
+			vB := acquireDirect(t, nw, 1, i, "eq", e)
+			require.Equal(t, protocol.KindVote, vA.Kind)
+			require.Equal(t, protocol.KindVote, vB.Kind, "the equivocator votes for a second holder at epoch %d", e)
+			// The evidence material: two identity signatures of node i over
+			// vote bytes that differ only in the holder.
+			pub, err := nw.Member(i).PeerID.ExtractPublicKey()
+			require.NoError(t, err)
+			okA, err := pub.Verify(stA.VoteBytes(), vA.IdentitySig)
+			require.NoError(t, err)
+			okB, err := pub.Verify(stB.VoteBytes(), vB.IdentitySig)
+			require.NoError(t, err)
+			require.True(t, okA && okB, "both votes of node %d are attributable to it", i)
+			require.NoError(t, nw.Keys.Cluster.Key.VerifyPartial(stA.SignedBytes(), vA.Partial))
+			require.NoError(t, nw.Keys.Cluster.Key.VerifyPartial(stB.SignedBytes(), vB.Partial))
+			partsA = append(partsA, vA.Partial)
+			partsB = append(partsB, vB.Partial)
+		}
+		// Honest nodes give holder A its vote again (idempotent) and refuse
+		// holder B at the same epoch.
+		for _, i := range honest {
+			if r := acquireDirect(t, nw, 1, i, "eq", e); r.Kind != protocol.KindRefuse || r.Code != protocol.CodeStale {
+				t.Fatalf("honest node %d answered holder B at epoch %d with %+v", i, e, r)
+			}
+			if r := acquireDirect(t, nw, 0, i, "eq", e); r.Kind == protocol.KindVote {
+				partsA = append(partsA, r.Partial)
+			}
+		}
+		require.GreaterOrEqual(t, len(partsA), th)
+		// A combination that uses the equivocators' partials gives A's
+		// token (BLS signatures are unique).
+		sig, bad, err := nw.Keys.Cluster.Key.Combine(stA.SignedBytes(), partsA[:th])
+		require.NoError(t, err)
+		require.Empty(t, bad)
+		require.Equal(t, lA.Token().Signature, sig)
+		// For B only the f equivocators' partials exist.
+		_, _, err = nw.Keys.Cluster.Key.Combine(stB.SignedBytes(), partsB)
+		require.ErrorIs(t, err, crypto.ErrNotEnoughPartials)
+		_, _, err = nw.Keys.Cluster.Key.Combine(stB.SignedBytes(), append(append([]crypto.PartialSig(nil), partsB...), partsA[f:]...))
+		require.ErrorIs(t, err, crypto.ErrNotEnoughPartials)
+
+		// Through the client, B waits for A and gets a later epoch.
+		done := make(chan *client.Lock, 1)
+		go func() {
+			l, err := cB.Acquire(ctx, "eq", client.WithWait(15*time.Second))
+			assertNoErr(t, err)
+			done <- l
+		}()
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, lA.Release(ctx))
+		lB := <-done
+		require.NotNil(t, lB)
+		verify(t, nw, lB.Token())
+		require.Greater(t, lB.Epoch(), e)
+		require.NoError(t, lB.Release(ctx))
+	})
+}
+
+// TestForgedPartialsNamedAsSuspects: nodes 1..f forge their partials and
+// answer among the first t. The lock names a forger whenever its forged
+// partial reached the combination (a well-formed partial over the wrong
+// message); malleated encodings and partials under another index are
+// refused before the combination, as malformed votes. An honest node is
+// never named, and every token verifies.
+func TestForgedPartialsNamedAsSuspects(t *testing.T) {
+	byzSizes(t, func(t *testing.T, n int) {
+		f, _ := crypto.FaultThreshold(n)
+		nw := startNet(t, n, 1, Options{})
+		forgers := map[int]*partialForger{}
+		var idx []int
+		for i := 1; i <= f; i++ {
+			p := ForgePartials().(*partialForger)
+			forgers[i] = p
+			idx = append(idx, i)
+			nw.SetBehaviour(i, p)
+		}
+		defer byzDelayRest(nw, 300*time.Millisecond)()
+		o := newByzOracle(t, nw, idx)
+		c := newClient(t, nw, 0, client.Config{})
+		named := 0
+		modes := map[forgery]int{}
+		for r := 0; r < 5; r++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res := fmt.Sprintf("forge/%d", r)
+			l, err := c.Acquire(ctx, res)
+			require.NoError(t, err)
+			o.lock(l)
+			tok := l.Token()
+			for i, p := range forgers {
+				fs := p.forgeries(tok.Resource, tok.Epoch, tok.Holder)
+				require.NotEmpty(t, fs, "forger %d saw the vote request", i)
+				for _, m := range fs {
+					modes[m]++
+				}
+				if slices.Contains(fs, forgeWrongMessage) {
+					require.Contains(t, l.Suspects(), i, "round %d: forger %d sent %v", r, i, fs)
+					named++
+				} else {
+					t.Logf("round %d: forger %d sent %v: refused as malformed, not named", r, i, fs)
+				}
+			}
+			require.NoError(t, l.Release(ctx))
+			cancel()
+		}
+		require.Positive(t, named)
+		require.Positive(t, modes[forgeMalleated])
+		require.Positive(t, modes[forgeOtherIndex])
+		t.Logf("forgeries: %v", modes)
+	})
+}
+
+// TestMalleatedVoteIsTheSamePointButRefused: the bytes ForgePartials writes
+// for a malleated vote decode in kyber to the honest partial's point, and
+// protocol refuses them.
+func TestMalleatedVoteIsTheSamePointButRefused(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	suite := bn256.NewSuite()
+	m := nw.Member(1)
+	done := 0
+	for e := uint64(1); e <= 16 && done < 4; e++ {
+		v, _, err := byzVote(m, "forge", e, "holder")
+		require.NoError(t, err)
+		b := v.Marshal()
+		mall := malleateVote(b)
+		if mall == nil {
+			continue
+		}
+		done++
+		require.NotEqual(t, b, mall)
+		pt := suite.G1().Point()
+		require.NoError(t, pt.UnmarshalBinary(mall[partialSigOffset:partialSigOffset+crypto.SignatureSize]))
+		honest := suite.G1().Point()
+		require.NoError(t, honest.UnmarshalBinary(v.Partial.Sig[:]))
+		require.True(t, pt.Equal(honest), "kyber reads the malleated bytes as the same point")
+		_, err = protocol.UnmarshalAcquireReply(mall)
+		require.ErrorIs(t, err, protocol.ErrMalformed)
+	}
+	require.Positive(t, done)
+}
+
+// TestLieInStatusCannotInflateEpoch: with f nodes claiming huge epochs and
+// forged tokens, the epoch a client picks is at most one above the highest
+// epoch an honest node knows.
+func TestLieInStatusCannotInflateEpoch(t *testing.T) {
+	byzSizes(t, func(t *testing.T, n int) {
+		nw := startNet(t, n, 2, Options{})
+		liars := byzPick(t, n)
+		for _, i := range liars {
+			nw.SetBehaviour(i, LieInStatus())
+		}
+		honest := byzHonest(n, liars)
+		o := newByzOracle(t, nw, liars)
+		clients := []*client.Client{newClient(t, nw, 0, client.Config{}), newClient(t, nw, 1, client.Config{})}
+		resources := []string{"lie/a", "lie/b"}
+		honestMax := func(res string) uint64 {
+			var h uint64
+			for _, i := range honest {
+				rec, err := nw.Node(i).Record(context.Background(), res)
+				require.NoError(t, err)
+				h = max(h, rec.LastEpoch)
+				if rec.Certified != nil {
+					h = max(h, rec.Certified.Epoch)
+				}
+			}
+			return h
+		}
+		for r := 0; r < 6; r++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res := resources[r%2]
+			before := honestMax(res)
+			l, err := clients[r%2].Acquire(ctx, res)
+			require.NoError(t, err)
+			o.lock(l)
+			require.LessOrEqual(t, l.Epoch(), before+1, "round %d: epoch inflated above honest max %d", r, before)
+			require.NoError(t, o.write(ctx, l.Token()))
+			require.NoError(t, l.Release(ctx))
+			cancel()
+		}
+		o.checkS5(resources...)
+		for _, res := range resources {
+			require.Less(t, honestMax(res), uint64(16), "no honest node was pushed far on %q", res)
+		}
+	})
+}
+
+// TestColludingSharesCannotMint: f nodes pool their shares (with any
+// client's help: honest partials for other statements) and try to make a
+// token. Combine refuses, and every signature they can interpolate is
+// refused by the verifier and the fence (S2).
+func TestColludingSharesCannotMint(t *testing.T) {
+	for _, n := range []int{4, 7} {
+		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
+			f, th := crypto.FaultThreshold(n)
+			rng := mrand.New(mrand.NewSource(seedFor(t)))
+			keys, err := Keygen(t.TempDir(), KeygenOptions{N: n, Rand: rng, Clients: 2})
+			require.NoError(t, err)
+			shares := make([]*crypto.Share, n)
+			for i, d := range keys.NodeDirs {
+				nd, err := node.LoadDir(d)
+				require.NoError(t, err)
+				shares[i] = nd.Share
+			}
+			gk := keys.Cluster.Key
+			v := verifier.New(keys.Cluster)
+			store := verifier.NewMemoryStore()
+			defer store.Close()
+			fence := verifier.NewFence(v, store)
+			suite := bn256.NewSuite()
+			colluders := shares[:f]
+			sign := func(s *crypto.Share, st protocol.Statement) crypto.PartialSig {
+				p, err := s.Sign(st.SignedBytes())
+				require.NoError(t, err)
+				return p
+			}
+			point := func(sig crypto.Signature) kyber.Point {
+				p := suite.G1().Point()
+				require.NoError(t, p.UnmarshalBinary(sig[:]))
+				return p
+			}
+			// interpolate is Lagrange interpolation in the exponent, with no
+			// check of the result.
+			interpolate := func(ps []crypto.PartialSig) crypto.Signature {
+				pubs := make([]*share.PubShare, len(ps))
+				for i, p := range ps {
+					pubs[i] = &share.PubShare{I: p.Index - 1, V: point(p.Sig)}
+				}
+				pt, err := share.RecoverCommit(suite.G1(), pubs, th, n)
+				require.NoError(t, err)
+				b, err := pt.MarshalBinary()
+				require.NoError(t, err)
+				var s crypto.Signature
+				copy(s[:], b)
+				return s
+			}
+			refused := func(tok protocol.Token, what string) {
+				t.Helper()
+				require.ErrorIs(t, v.Verify(tok), verifier.ErrInvalidToken, what)
+				err := fence.Admit(context.Background(), tok, tok.Resource, func(verifier.Tx) error {
+					t.Errorf("%s: forged token admitted", what)
+					return nil
+				})
+				require.ErrorIs(t, err, verifier.ErrInvalidToken, what)
+			}
+
+			holderA := keys.Cluster.File.Clients[0].PeerID
+			holderB := keys.Cluster.File.Clients[1].PeerID
+			// A legitimate token for A at epoch 7, as honest nodes would make.
+			stA := keys.Cluster.Statement("orders-db", 7, holderA)
+			var all []crypto.PartialSig
+			for _, s := range shares[f:] {
+				all = append(all, sign(s, stA))
+			}
+			sigA, _, err := gk.Combine(stA.SignedBytes(), all)
+			require.NoError(t, err)
+			require.NoError(t, v.Verify(protocol.Token{Statement: stA, Signature: sigA}))
+
+			for _, target := range []protocol.Statement{
+				keys.Cluster.Statement("orders-db", 7, holderB),              // A's epoch for B
+				keys.Cluster.Statement("orders-db", math.MaxUint64, holderB), // exhaust epochs
+			} {
+				msg := target.SignedBytes()
+				var real []crypto.PartialSig
+				for _, s := range colluders {
+					real = append(real, sign(s, target))
+				}
+				_, _, err := gk.Combine(msg, real)
+				require.ErrorIs(t, err, crypto.ErrNotEnoughPartials, "f partials")
+
+				// Fakes for the missing t-f indices (the honest nodes').
+				missing := make([]int, 0, th-f)
+				for i := f + 1; len(missing) < th-f; i++ {
+					missing = append(missing, i)
+				}
+				otherEpoch := keys.Cluster.Statement(target.Resource, 3, target.Holder)
+				fakes := map[string]func(idx int) crypto.PartialSig{
+					"colluder partial relabelled": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: real[0].Sig}
+					},
+					"colluder partial over another message": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: sign(colluders[0], stA).Sig}
+					},
+					"random point": func(idx int) crypto.PartialSig {
+						b, err := suite.G1().Point().Mul(suite.G1().Scalar().SetInt64(rng.Int63()+1), nil).MarshalBinary()
+						require.NoError(t, err)
+						var s crypto.Signature
+						copy(s[:], b)
+						return crypto.PartialSig{Index: idx, Sig: s}
+					},
+					"honest partial for another holder": func(idx int) crypto.PartialSig {
+						return sign(shares[idx-1], stA)
+					},
+					"honest partial for another epoch": func(idx int) crypto.PartialSig {
+						return sign(shares[idx-1], otherEpoch)
+					},
+				}
+				names := make([]string, 0, len(fakes))
+				for name := range fakes {
+					names = append(names, name)
+				}
+				sort.Strings(names)
+				for _, name := range names {
+					ps := append([]crypto.PartialSig(nil), real...)
+					for _, idx := range missing {
+						ps = append(ps, fakes[name](idx))
+					}
+					_, bad, err := gk.Combine(msg, ps)
+					require.ErrorIs(t, err, crypto.ErrNotEnoughPartials, name)
+					for _, idx := range missing {
+						require.Contains(t, bad, idx, name)
+					}
+					refused(protocol.Token{Statement: target, Signature: interpolate(ps)}, name)
+				}
+				// Other signatures they hold: a partial as the group
+				// signature, A's real signature, the zero value.
+				refused(protocol.Token{Statement: target, Signature: real[0].Sig}, "a partial as signature")
+				refused(protocol.Token{Statement: target, Signature: sigA}, "another token's signature")
+				refused(protocol.Token{Statement: target}, "zero signature")
+			}
+			_, ok, err := store.Barrier(context.Background(), "orders-db")
+			require.NoError(t, err)
+			require.False(t, ok, "no forged token raised the barrier")
+		})
+	}
+}
+
+// byzRawHost starts a libp2p host with client identity ci and returns a
+// function that opens a raw stream of proto to node i.
+func byzRawHost(t *testing.T, nw *Network, ci int) func(ctx context.Context, i int, proto string) (network.Stream, error) {
+	t.Helper()
+	var ids []peer.ID
+	for _, m := range nw.Members {
+		ids = append(ids, m.PeerID)
+	}
+	h, err := p2p.NewHost(nw.Keys.Clients[ci], nil, p2p.NewGater(ids...))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	for _, m := range nw.Members {
+		require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	}
+	return func(ctx context.Context, i int, proto string) (network.Stream, error) {
+		return h.NewStream(ctx, nw.Member(i).PeerID, lp2pproto.ID(proto))
+	}
+}
+
+// badFrames are frame headers (and bodies) no honest peer writes.
+func badFrames() map[string][]byte {
+	big := append([]byte(nil), uvarint(protocol.MaxFrameSize+1)...)
+	big = append(big, make([]byte, protocol.MaxFrameSize+1)...)
+	return map[string][]byte{
+		"announces cap+1 and sends it": big,
+		"announces 2^64-1":             uvarint(math.MaxUint64),
+		"varint longer than 10 bytes":  {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"non-minimal length":           {0x81, 0x00, 0x01},
+		"truncated body":               append(uvarint(200), make([]byte, 20)...),
+	}
+}
+
+func uvarint(v uint64) []byte {
+	var out []byte
+	for v >= 0x80 {
+		out = append(out, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(out, byte(v))
+}
+
+// TestOversizedRequestFramesRefusedByHonestNode: a client attacks honest
+// nodes with frames that are too large, malformed or cut short, on every
+// protocol, many at once. Each stream is reset without an answer, and the
+// cluster then serves a correct client.
+func TestOversizedRequestFramesRefusedByHonestNode(t *testing.T) {
+	nw := startNet(t, 4, 2, Options{})
+	open := byzRawHost(t, nw, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	protos := []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRelease}
+	var wg sync.WaitGroup
+	for i := 1; i <= 4; i++ {
+		for name, frame := range badFrames() {
+			for _, proto := range protos {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+					defer scancel()
+					s, err := open(sctx, i, proto)
+					if err != nil {
+						return // the node may refuse streams while flooded
+					}
+					defer func() { _ = s.Reset() }()
+					_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+					_, _ = s.Write(frame)
+					_ = s.CloseWrite()
+					if b, err := protocol.ReadFrame(s, protocol.MaxFrameSize); err == nil {
+						t.Errorf("node %d answered %q on %s with %d bytes", i, name, proto, len(b))
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "every bad frame was refused before the deadline")
+
+	c := newClient(t, nw, 0, client.Config{})
+	o := newByzOracle(t, nw, nil)
+	l, err := c.Acquire(ctx, "oversized")
+	require.NoError(t, err)
+	o.lock(l)
+	require.NoError(t, o.write(ctx, l.Token()))
+	require.NoError(t, l.Release(ctx))
+	o.checkS5("oversized")
+}
+
+// TestOversizedReplyFramesFromRogueNode: node 1 is replaced by a rogue
+// host with its identity and address that answers every request with a
+// frame that is too large, malformed or cut short. Clients refuse those
+// replies and acquire from the other nodes.
+func TestOversizedReplyFramesFromRogueNode(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	m := nw.Member(1)
+	require.NoError(t, nw.Stop(1))
+	var allowed []peer.ID
+	for _, c := range nw.Keys.Cluster.File.Clients {
+		allowed = append(allowed, mustDecode(t, c.PeerID))
+	}
+	var rogue host.Host
+	var err error
+	for try := 0; try < 50; try++ {
+		var h host.Host
+		h, err = p2p.NewHost(m.Dir.Identity, m.Dir.Listen, p2p.NewGater(allowed...))
+		if err == nil {
+			frames := badFrames()
+			names := make([]string, 0, len(frames))
+			for k := range frames {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			var mu sync.Mutex
+			next := 0
+			handler := func(s network.Stream) {
+				defer func() { _ = s.Close() }()
+				_ = s.SetDeadline(time.Now().Add(2 * time.Second))
+				_, _ = protocol.ReadFrame(s, protocol.MaxFrameSize)
+				mu.Lock()
+				f := frames[names[next%len(names)]]
+				next++
+				mu.Unlock()
+				_, _ = s.Write(f)
+			}
+			for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease, protocol.ProtoAbandon} {
+				h.SetStreamHandler(lp2pproto.ID(p), handler)
+			}
+			rogue = h
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rogue.Close() })
+
+	o := newByzOracle(t, nw, []int{1})
+	c := newClient(t, nw, 0, client.Config{RequestTimeout: 2 * time.Second})
+	for r := 0; r < 4; r++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := c.Acquire(ctx, "rogue")
+		require.NoError(t, err)
+		o.lock(l)
+		require.NoError(t, o.write(ctx, l.Token()))
+		require.NoError(t, l.Release(ctx))
+		cancel()
+	}
+	o.checkS5("rogue")
+}
+
+func mustDecode(t *testing.T, s string) peer.ID {
+	t.Helper()
+	id, err := peer.Decode(s)
+	require.NoError(t, err)
+	return id
+}
