@@ -646,7 +646,12 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	fail := func(m member, err error) {
 		failed = append(failed, &NodeError{Index: m.index, Peer: m.id.String(), Err: err})
 	}
-	for range c.members {
+	for pending := len(c.members); pending > 0; pending-- {
+		// Stop waiting once the replies still out cannot make a quorum:
+		// a silent node must not hold every failed round for RequestTimeout.
+		if len(votes)+pending < c.t {
+			break
+		}
 		r := <-ch
 		if r.err != nil {
 			fail(r.m, r.err)
@@ -654,13 +659,14 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		}
 		ar, err := protocol.UnmarshalAcquireReply(r.b)
 		if err != nil {
-			fail(r.m, err)
+			// The channel is authenticated: garbage comes from the node.
+			fail(r.m, fmt.Errorf("%w: %w", errBadVote, err))
 			continue
 		}
 		switch ar.Kind {
 		case protocol.KindVote:
 			if err := c.checkVote(r.m, stmt, ar); err != nil {
-				fail(r.m, err)
+				fail(r.m, fmt.Errorf("%w: %w", errBadVote, err))
 				continue
 			}
 			votes = append(votes, ar.Partial)
@@ -685,7 +691,7 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		if len(votes) >= c.t {
 			sig, bad, err := c.cfg.Cluster.Key.Combine(msg, votes)
 			for _, idx := range bad {
-				fail(c.members[idx-1], errBadPartial)
+				fail(c.members[idx-1], fmt.Errorf("%w: partial signature does not verify", errBadVote))
 				log.Warnw("node sent an invalid partial", "node", idx, "resource", resource, "epoch", epoch)
 				votes = dropIndex(votes, idx)
 			}
@@ -704,15 +710,17 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	cancel()
 	var suspects []int
 	for _, e := range failed {
-		if errors.Is(e.Err, errBadPartial) {
+		if errors.Is(e.Err, errBadVote) {
 			suspects = append(suspects, e.Index)
 		}
 	}
 	return c.commit(ctx, *tok, ttl, suspects)
 }
 
-// errBadPartial marks a node whose partial signature did not verify.
-var errBadPartial = errors.New("invalid partial signature")
+// errBadVote marks a node that answered an acquire with something no honest
+// node sends: a malformed reply, a vote under another index or without a
+// valid identity signature, or a partial that does not verify.
+var errBadVote = errors.New("invalid vote")
 
 // abandon withdraws our uncommitted votes of a failed round from the nodes
 // that gave them, in the background, so a split resolves without waiting
