@@ -408,7 +408,13 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions)
 			// Wait about as long as the holder has left, jittered.
 			backoff = max(c.cfg.MinBackoff, min(busy.Left, c.cfg.MaxBackoff))
 		case errors.As(err, &retry) && (o.wait > 0 || attempt < maxQuickRetries):
-			backoff = min(2*backoff, c.cfg.MaxBackoff)
+			// Split votes: back off exponentially in units of the round
+			// time (a fixed cap shorter than a round keeps contenders in
+			// lockstep); the client that got the most votes goes first.
+			backoff = min(2*backoff, max(c.cfg.MaxBackoff, 8*rs.lastRound))
+			if rs.ahead {
+				backoff = max(c.cfg.MinBackoff, backoff/4)
+			}
 		case errors.Is(err, ErrNotEnoughNodes) && o.wait > 0:
 			backoff = min(2*backoff, c.cfg.MaxBackoff)
 		default:
@@ -431,7 +437,7 @@ func unwrapRetry(err error) error {
 func (c *Client) jitter(d time.Duration) time.Duration {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	return d/2 + time.Duration(c.rng.Int64N(int64(d)/2+1))
+	return time.Duration(c.rng.Int64N(int64(d) + 1)) // full jitter: desynchronises contenders
 }
 
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
@@ -524,6 +530,11 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 
 // round is what one acquisition carries from one attempt to the next.
 type round struct {
+	// lastRound is how long the last attempt took.
+	lastRound time.Duration
+	// ahead is set when the last split round gave us more votes than any
+	// other holder got.
+	ahead bool
 	// floor is the lowest epoch worth trying, learned from refusals.
 	floor uint64
 	// wantProof is set once a node refused an epoch as too far ahead: the
@@ -609,6 +620,9 @@ func (c *Client) nextEpoch(sts []NodeStatus, proof *protocol.Token, floor uint64
 
 // attempt is one acquisition round: status, votes, combine, commit.
 func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration, rs *round) (*Lock, error) {
+	start := c.cfg.Clock.Now()
+	defer func() { rs.lastRound = c.cfg.Clock.Since(start) }()
+	rs.ahead = false
 	sts, err := c.status(ctx, resource)
 	if err != nil {
 		return nil, err
@@ -723,20 +737,28 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 var errBadVote = errors.New("invalid vote")
 
 // abandon withdraws our uncommitted votes of a failed round from the nodes
-// that gave them, in the background, so a split resolves without waiting
-// for vote expiry.
+// that gave them, so a split resolves without waiting for vote expiry.
 func (c *Client) abandon(resource string, epoch uint64, votes []crypto.PartialSig) {
 	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch}.Marshal()
+	var wg sync.WaitGroup
 	for _, v := range votes {
 		m := c.members[v.Index-1]
-		c.goFunc(func() {
+		wg.Add(1)
+		if !c.goFunc(func() {
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 			defer cancel()
 			if _, err := p2p.Call(ctx, c.host, m.id, protocol.ProtoAbandon, req); err != nil {
 				log.Debugw("abandon failed", "node", m.index, "resource", resource, "epoch", epoch, "err", err)
 			}
-		})
+		}) {
+			wg.Done()
+		}
 	}
+	// Wait for the nodes that voted for us (they just answered, so this is
+	// about one round trip): retrying before they dropped our votes would
+	// find them still busy for us and split again.
+	wg.Wait()
 }
 
 func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {
@@ -806,6 +828,13 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 		if epoch+1 > rs.floor {
 			rs.floor = epoch + 1
 		}
+		others := map[string]int{}
+		most := 0
+		for _, b := range busy {
+			others[b.Holder]++
+			most = max(most, others[b.Holder])
+		}
+		rs.ahead = votes > most
 		return errRetry{qe}
 	}
 	return qe

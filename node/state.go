@@ -180,7 +180,7 @@ func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
 	if epoch > o.Next.Seen {
 		o.Next.Seen = epoch
 		o.Changed = true
-		o.audit(now, AuditCatchUp, rec.Resource, epoch, "", "f+1 signed votes")
+		o.audit(now, AuditSeen, rec.Resource, epoch, "", "f+1 signed votes")
 	}
 	return o
 }

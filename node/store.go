@@ -66,7 +66,10 @@ const (
 	AuditAbandon AuditKind = "abandon"
 	AuditExpire  AuditKind = "expire"
 	AuditCatchUp AuditKind = "catch-up"
-	AuditRevoke  AuditKind = "revoke"
+	// AuditSeen: f+1 signed votes showed the node an epoch (Record.Seen);
+	// it raises what the node knows, not its last epoch.
+	AuditSeen   AuditKind = "seen-votes"
+	AuditRevoke AuditKind = "revoke"
 )
 
 // AuditEntry is one line of a node's append-only audit log.
