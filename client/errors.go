@@ -29,6 +29,7 @@ type NodeError struct {
 	Err   error
 }
 
+// Error names the node and its failure.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("node %d (%s): %v", e.Index, shortID(e.Peer), e.Err)
 }
@@ -45,6 +46,7 @@ type QuorumError struct {
 	Nodes []*NodeError
 }
 
+// Error names the operation and every node that failed.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "client: %s: %d of %d needed nodes answered", e.Op, e.Got, e.Need)
@@ -92,6 +94,7 @@ type BusyError struct {
 	Local bool
 }
 
+// Error names the holder and how long it has left.
 func (e *BusyError) Error() string {
 	if e.Local {
 		return fmt.Sprintf("client: %q is already held or being acquired by this client", e.Resource)
@@ -109,6 +112,7 @@ type RefusedError struct {
 	Nodes []*NodeError
 }
 
+// Error names the operation and the refusing nodes.
 func (e *RefusedError) Error() string {
 	q := &QuorumError{Op: e.Op, Nodes: e.Nodes}
 	return strings.Replace(q.Error(), "client: ", "client: refused: ", 1)

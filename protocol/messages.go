@@ -262,6 +262,7 @@ type RefusedError struct {
 	Message   string
 }
 
+// Error says why the node refused.
 func (e *RefusedError) Error() string {
 	if e.Message == "" {
 		return fmt.Sprintf("refused: %s (last epoch %d)", e.Code, e.LastEpoch)

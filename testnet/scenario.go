@@ -60,6 +60,7 @@ type ScenarioError struct {
 	Violations []string
 }
 
+// Error lists the violations.
 func (e *ScenarioError) Error() string {
 	return fmt.Sprintf("testnet: scenario seed %d: %d violation(s):\n  %s", e.Seed, len(e.Violations), strings.Join(e.Violations, "\n  "))
 }
@@ -147,6 +148,7 @@ type ScenarioReport struct {
 	Elapsed                  time.Duration
 }
 
+// String is a one-line summary of the run.
 func (r ScenarioReport) String() string {
 	return fmt.Sprintf("seed %d: N=%d f=%d K=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d in %v",
 		r.Seed, r.N, r.F, r.Clients, r.Resources, r.MaxEpochStep, r.Byzantine, r.FaultSteps, r.Acquired, r.AcquireErrors,
