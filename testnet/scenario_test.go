@@ -77,9 +77,13 @@ func scenarioSeeds(t *testing.T) (seeds []int64, fromEnv bool) {
 // summary line (shown with -v, or when a seed fails). Repeat a failing seed
 // with PALISADE_SCENARIO_SEEDS=<seed>-<seed>. PALISADE_SCENARIO_PARALLEL
 // sets how many run at once (default GOMAXPROCS/2, at least 1; at most
-// GOMAXPROCS).
+// GOMAXPROCS). PALISADE_SCENARIO_RETRY_LIVENESS=1 runs a seed that only
+// missed a liveness bound once more (CI sets it: timing bounds on a shared
+// machine); the retries are counted in the summary, and a safety
+// violation is never retried.
 func TestScenarios(t *testing.T) {
 	seeds, fromEnv := scenarioSeeds(t)
+	retryLiveness := os.Getenv("PALISADE_SCENARIO_RETRY_LIVENESS") == "1"
 	scale := 1
 	if raceEnabled() {
 		scale = 3 // the race detector slows everything down several times
@@ -97,6 +101,7 @@ func TestScenarios(t *testing.T) {
 		mu                                sync.Mutex
 		sum                               ScenarioReport
 		ran, violations, safety, failures int
+		retried                           int
 		elapsed                           []time.Duration
 		violating                         []int64
 	)
@@ -113,6 +118,17 @@ func TestScenarios(t *testing.T) {
 				defer cancel()
 				rep, err := RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
 				t.Log(rep.String())
+				var first *ScenarioError
+				if retryLiveness && errors.As(err, &first) && !first.Safety() {
+					// A liveness bound missed on a loaded machine: run the
+					// same seed once more. Safety violations are never retried.
+					t.Logf("seed %d: liveness only (%v); retrying once", seed, err)
+					rep, err = RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
+					t.Log(rep.String())
+					mu.Lock()
+					retried++
+					mu.Unlock()
+				}
 				mu.Lock()
 				ran++
 				elapsed = append(elapsed, rep.Elapsed)
@@ -146,8 +162,8 @@ func TestScenarios(t *testing.T) {
 		median, slowest = elapsed[len(elapsed)/2], elapsed[len(elapsed)-1]
 	}
 	sort.Slice(violating, func(i, j int) bool { return violating[i] < violating[j] })
-	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d)",
-		ran, violations, safety, violating, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
+	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, liveness retries %d, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d)",
+		ran, violations, safety, violating, retried, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
 		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par)
 	if fromEnv {
 		fmt.Println(line) // the summary line, without the file:line prefix
