@@ -358,16 +358,10 @@ func (m *Member) intercept(ctx context.Context, _ string, _ peer.ID) error {
 	if cut {
 		return errCutOff
 	}
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	if delay <= 0 {
+		return nil
 	}
-	return nil
+	return sleepCtx(ctx, delay)
 }
 
 // NewClient returns a client with client identity i (0-based) of the
