@@ -10,7 +10,10 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	csha256 "crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -401,28 +404,50 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions)
 		}
 		var busy *BusyError
 		var retry errRetry
+		var pause time.Duration
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, ctx.Err(), err)
 		case errors.As(err, &busy) && o.wait > 0:
 			// Wait about as long as the holder has left, jittered.
 			backoff = max(c.cfg.MinBackoff, min(busy.Left, c.cfg.MaxBackoff))
+			pause = c.jitter(backoff)
 		case errors.As(err, &retry) && (o.wait > 0 || attempt < maxQuickRetries):
-			// Split votes: back off exponentially in units of the round
-			// time (a fixed cap shorter than a round keeps contenders in
-			// lockstep); the client that got the most votes goes first.
+			// Stale epochs and split votes: back off exponentially in
+			// units of the round time (a fixed cap shorter than a round
+			// keeps contenders in lockstep), ordered by the split.
 			backoff = min(2*backoff, max(c.cfg.MaxBackoff, 8*rs.lastRound))
-			if rs.ahead {
-				backoff = max(c.cfg.MinBackoff, backoff/4)
-			}
+			pause = c.splitPause(rs, backoff)
 		case errors.Is(err, ErrNotEnoughNodes) && o.wait > 0:
 			backoff = min(2*backoff, c.cfg.MaxBackoff)
+			pause = c.jitter(backoff)
 		default:
 			return nil, err
 		}
-		if serr := c.sleep(ctx, c.jitter(backoff)); serr != nil {
+		log.Debugw("acquire round failed", "resource", resource, "attempt", attempt, "took", rs.lastRound, "split", rs.split, "pause", pause, "err", err)
+		if serr := c.sleep(ctx, pause); serr != nil {
 			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, serr, unwrapRetry(err))
 		}
+	}
+}
+
+// splitPause is how long to wait before the next round after a retryable
+// one. After a split, every contender that saw the same replies agrees on
+// one of them to go next (see splitWinner): it retries at once, and the
+// others wait two round times more, enough for it to finish; they then find
+// its lease and wait for it as for any holder. Without an agreed order,
+// contenders that need every honest node (exactly t of them up) split again
+// and again.
+func (c *Client) splitPause(rs round, backoff time.Duration) time.Duration {
+	switch rs.split {
+	case splitFirst:
+		return c.jitter(c.cfg.MinBackoff)
+	case splitLater:
+		return 2*rs.lastRound + c.jitter(backoff)
+	case splitStuck:
+		return max(c.cfg.MinBackoff, min(rs.stuckLeft, c.cfg.MaxBackoff)) + c.jitter(c.cfg.MinBackoff)
+	default:
+		return c.jitter(backoff)
 	}
 }
 
@@ -532,11 +557,23 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 type round struct {
 	// lastRound is how long the last attempt took.
 	lastRound time.Duration
-	// ahead is set when the last split round gave us more votes than any
-	// other holder got.
-	ahead bool
+	// split says how the last round's votes split, if they did: whether
+	// we are the contender that every client seeing the same replies
+	// picks to go next.
+	split splitRole
+	// pending are the other contenders whose uncommitted votes the last
+	// split round met; stuckLeft is how long until the votes of those met
+	// twice in a row time out.
+	pending   map[contender]bool
+	stuckLeft time.Duration
 	// floor is the lowest epoch worth trying, learned from refusals.
 	floor uint64
+	// hint is one above the highest epoch that at most f nodes refused
+	// ours as stale with, tried once: those nodes may be honest ones that
+	// other contenders moved ahead (we need them when exactly t nodes are
+	// up), or liars, so it is never kept as a floor. A lie costs one
+	// round, refused as too far by honest nodes.
+	hint uint64
 	// wantProof is set once a node refused an epoch as too far ahead: the
 	// next attempt shows the nodes the highest certified token.
 	wantProof bool
@@ -622,7 +659,7 @@ func (c *Client) nextEpoch(sts []NodeStatus, proof *protocol.Token, floor uint64
 func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration, rs *round) (*Lock, error) {
 	start := c.cfg.Clock.Now()
 	defer func() { rs.lastRound = c.cfg.Clock.Since(start) }()
-	rs.ahead = false
+	rs.split = splitNone
 	sts, err := c.status(ctx, resource)
 	if err != nil {
 		return nil, err
@@ -638,15 +675,18 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	if rs.wantProof {
 		votesProof = c.voteProof(resource, sts)
 	}
-	epoch := c.nextEpoch(sts, proof, rs.floor)
+	epoch := c.nextEpoch(sts, proof, max(rs.floor, rs.hint))
+	rs.hint = 0
 	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
 	msg := stmt.SignedBytes()
 	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
 	received := map[int]protocol.SignedVote{}
 	defer func() { c.rememberVotes(resource, received) }()
 
-	rctx, cancel := c.linked(ctx)
-	defer cancel()
+	// The fan-out ends with the client, not with ctx: replies still out
+	// when the round gives up are drained in the background so that late
+	// votes are withdrawn (see drainLate).
+	rctx, cancel := context.WithCancel(c.ctx)
 	ch := c.fanOut(rctx, protocol.ProtoAcquire, req)
 	var (
 		votes   []crypto.PartialSig
@@ -656,17 +696,25 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 		stale   []uint64
 		hard    []*NodeError // refusals retrying cannot fix
 		tok     *protocol.Token
+		got     int // replies read
 	)
 	fail := func(m member, err error) {
 		failed = append(failed, &NodeError{Index: m.index, Peer: m.id.String(), Err: err})
 	}
-	for pending := len(c.members); pending > 0; pending-- {
+collect:
+	for got < len(c.members) && tok == nil {
 		// Stop waiting once the replies still out cannot make a quorum:
 		// a silent node must not hold every failed round for RequestTimeout.
-		if len(votes)+pending < c.t {
+		if len(votes)+len(c.members)-got < c.t {
 			break
 		}
-		r := <-ch
+		var r reply
+		select {
+		case r = <-ch:
+			got++
+		case <-ctx.Done():
+			break collect
+		}
 		if r.err != nil {
 			fail(r.m, r.err)
 			continue
@@ -711,13 +759,18 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 			}
 			if err == nil {
 				tok = &protocol.Token{Statement: stmt, Signature: sig}
-				break
 			}
 		}
 	}
 	if tok == nil {
-		if len(votes) > 0 {
-			c.abandon(resource, epoch, votes)
+		voters := make([]int, len(votes))
+		for i, v := range votes {
+			voters[i] = v.Index
+		}
+		c.abandon(resource, epoch, voters)
+		c.drainLate(ch, len(c.members)-got, resource, epoch, cancel)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("client: acquire %q: %w", resource, ctx.Err())
 		}
 		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), rs)
 	}
@@ -738,11 +791,14 @@ var errBadVote = errors.New("invalid vote")
 
 // abandon withdraws our uncommitted votes of a failed round from the nodes
 // that gave them, so a split resolves without waiting for vote expiry.
-func (c *Client) abandon(resource string, epoch uint64, votes []crypto.PartialSig) {
+func (c *Client) abandon(resource string, epoch uint64, voters []int) {
+	if len(voters) == 0 {
+		return
+	}
 	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch}.Marshal()
 	var wg sync.WaitGroup
-	for _, v := range votes {
-		m := c.members[v.Index-1]
+	for _, idx := range voters {
+		m := c.members[idx-1]
 		wg.Add(1)
 		if !c.goFunc(func() {
 			defer wg.Done()
@@ -759,6 +815,39 @@ func (c *Client) abandon(resource string, epoch uint64, votes []crypto.PartialSi
 	// about one round trip): retrying before they dropped our votes would
 	// find them still busy for us and split again.
 	wg.Wait()
+}
+
+// drainLate reads the n replies still out when a round gave up early and
+// withdraws the votes among them, then stops the fan-out. A node that votes
+// after we stopped listening would otherwise hold the resource for its vote
+// timeout, and every other contender would meet it as busy: with exactly t
+// honest nodes up, that alone keeps contenders splitting. Each call is
+// bounded by RequestTimeout, and the drain stops when the client closes.
+func (c *Client) drainLate(ch <-chan reply, n int, resource string, epoch uint64, stop context.CancelFunc) {
+	if n == 0 {
+		stop()
+		return
+	}
+	if !c.goFunc(func() {
+		defer stop()
+		var late []int
+		for range n {
+			select {
+			case r := <-ch:
+				if r.err != nil {
+					continue
+				}
+				if ar, err := protocol.UnmarshalAcquireReply(r.b); err == nil && ar.Kind == protocol.KindVote {
+					late = append(late, r.m.index)
+				}
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		c.abandon(resource, epoch, late)
+	}) {
+		stop()
+	}
 }
 
 func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {
@@ -801,43 +890,121 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 		}
 		return errRetry{qe}
 	}
-	if len(busy) > c.f {
-		// Report the holder the busy nodes name most, with the shortest time
-		// left among them.
+	var held []protocol.AcquireReply
+	var heldIdx []int
+	for i, b := range busy {
+		if !b.Pending {
+			held, heldIdx = append(held, b), append(heldIdx, busyIdx[i])
+		}
+	}
+	if len(held) > c.f {
+		// A committed lease: report the holder the busy nodes name most,
+		// with the shortest time left among them.
 		count := map[string]int{}
-		be := &BusyError{Resource: resource, Nodes: busyIdx}
-		for _, b := range busy {
+		be := &BusyError{Resource: resource, Nodes: heldIdx}
+		for _, b := range held {
 			count[b.Holder]++
 			if count[b.Holder] > count[be.Holder] {
 				be.Holder, be.Epoch = b.Holder, b.LeaseEpoch
 			}
 		}
-		for _, b := range busy {
+		for _, b := range held {
 			if b.Holder == be.Holder && (be.Left == 0 || b.Left < be.Left) {
 				be.Left = b.Left
 			}
 		}
-		if be.Holder == c.ID() {
-			// Our own earlier, uncommitted votes: a split round of ours.
-			return errRetry{qe}
-		}
 		return be
 	}
 	if votes > 0 || len(busy) > 0 || len(stale) > 0 {
-		// Split votes: nobody can finish this epoch; try a higher one.
+		// Split votes: nobody can finish this epoch; try a higher one, in
+		// the order the split suggests.
 		if epoch+1 > rs.floor {
 			rs.floor = epoch + 1
 		}
-		others := map[string]int{}
-		most := 0
-		for _, b := range busy {
-			others[b.Holder]++
-			most = max(most, others[b.Holder])
+		for _, e := range stale {
+			rs.hint = max(rs.hint, e+1)
 		}
-		rs.ahead = votes > most
+		c.splitRole(rs, resource, epoch, votes, busy)
 		return errRetry{qe}
 	}
 	return qe
+}
+
+// splitRole is a contender's place in the order after a split round.
+type splitRole uint8
+
+const (
+	splitNone  splitRole = iota // the round did not split
+	splitFirst                  // we retry first
+	splitLater                  // another contender retries first
+	splitStuck                  // votes of a contender that stopped block us
+)
+
+// contender is one acquisition round: a holder asking at an epoch.
+type contender struct {
+	holder string
+	epoch  uint64
+}
+
+// splitRole tallies a failed round: our votes, and the uncommitted votes
+// that busy nodes report for other contenders. The contender with the most
+// votes goes first; ties go to the lowest hash of (resource, epoch,
+// holder), which every client computes alike and which changes from epoch
+// to epoch, so no client always wins ties. Contenders that saw the same
+// replies agree on the order without talking to each other. f Byzantine
+// nodes inventing a contender can at worst make everyone wait, which is the
+// behaviour without an order.
+//
+// A live contender withdraws the votes of a failed round at once (abandon),
+// so votes of one contender met in two rounds in a row are stuck: a client
+// that crashed or stalled mid-round. Then the role is splitStuck and we
+// wait for those votes to time out rather than burn epochs against them.
+func (c *Client) splitRole(rs *round, resource string, epoch uint64, votes int, busy []protocol.AcquireReply) {
+	count := map[contender]int{}
+	if votes > 0 {
+		count[contender{c.ID(), epoch}] = votes
+	}
+	prev := rs.pending
+	rs.pending = map[contender]bool{}
+	rs.stuckLeft = 0
+	for _, b := range busy {
+		if !b.Pending || b.Holder == c.ID() {
+			continue
+		}
+		k := contender{b.Holder, b.LeaseEpoch}
+		count[k]++
+		rs.pending[k] = true
+		if prev[k] && (rs.stuckLeft == 0 || b.Left < rs.stuckLeft) {
+			rs.stuckLeft = b.Left
+		}
+	}
+	switch {
+	case rs.stuckLeft > 0:
+		rs.split = splitStuck
+		return
+	case len(count) == 0:
+		rs.split = splitNone
+		return
+	}
+	rank := func(k contender) [csha256.Size]byte {
+		h := csha256.New()
+		h.Write([]byte(resource))
+		h.Write(binary.BigEndian.AppendUint64(nil, k.epoch))
+		h.Write([]byte(k.holder))
+		return [csha256.Size]byte(h.Sum(nil))
+	}
+	var first contender
+	var firstRank [csha256.Size]byte
+	for k, n := range count {
+		r := rank(k)
+		if n > count[first] || (n == count[first] && bytes.Compare(r[:], firstRank[:]) < 0) {
+			first, firstRank = k, r
+		}
+	}
+	rs.split = splitLater
+	if first.holder == c.ID() {
+		rs.split = splitFirst
+	}
 }
 
 // commit tells every node the token is certified and waits for 2f+1 acks.

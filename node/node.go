@@ -401,7 +401,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		log.Debugw("vote", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "repeat", o.Repeat)
 		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: o.Next.VoteIDSig}.Marshal(), nil
 	case protocol.KindBusy:
-		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left}.Marshal(), nil
+		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left, Pending: o.Pending}.Marshal(), nil
 	default:
 		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
 	}

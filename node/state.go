@@ -41,6 +41,7 @@ type Outcome struct {
 	Holder     string
 	LeaseEpoch uint64
 	Left       time.Duration
+	Pending    bool // the busy lease is an uncommitted vote
 }
 
 // Acquire is the pure voting rule. The caller has already checked the
@@ -76,6 +77,7 @@ func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duratio
 	if n.Lease.Active(now) && n.Lease.Holder != holder {
 		o.Kind = protocol.KindBusy
 		o.Holder, o.LeaseEpoch, o.Left = n.Lease.Holder, n.Lease.Epoch, n.Lease.Expires.Sub(now)
+		o.Pending = !n.Lease.Committed
 		return o
 	}
 	expires := now.Add(r.VoteTimeout)

@@ -111,6 +111,7 @@ func TestAcquire(t *testing.T) {
 		busyHolder string
 		busyEpoch  uint64
 		busyLeft   time.Duration
+		busyVote   bool // the busy lease is an uncommitted vote (Pending)
 	}{
 		{
 			name: "fresh record votes", rec: fresh, holder: "bob", epoch: 1, ttl: 20 * time.Second, now: stateAt(0),
@@ -237,12 +238,12 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "busy: another holder's uncommitted vote", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(time.Second),
 			want:       stateWant{kind: protocol.KindBusy, next: stateVoted()},
-			busyHolder: "alice", busyEpoch: 5, busyLeft: time.Second,
+			busyHolder: "alice", busyEpoch: 5, busyLeft: time.Second, busyVote: true,
 		},
 		{
 			name: "busy: one nanosecond before the vote times out", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(2*time.Second - 1),
 			want:       stateWant{kind: protocol.KindBusy, next: stateVoted()},
-			busyHolder: "alice", busyEpoch: 5, busyLeft: 1,
+			busyHolder: "alice", busyEpoch: 5, busyLeft: 1, busyVote: true,
 		},
 		{
 			name: "vote timeout frees the resource", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(2 * time.Second),
@@ -306,6 +307,7 @@ func TestAcquire(t *testing.T) {
 				require.Equal(t, tt.busyHolder, o.Holder)
 				require.Equal(t, tt.busyEpoch, o.LeaseEpoch)
 				require.Equal(t, tt.busyLeft, o.Left)
+				require.Equal(t, tt.busyVote, o.Pending)
 			} else {
 				require.Empty(t, o.Holder)
 				require.Zero(t, o.Left)

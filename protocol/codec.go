@@ -10,7 +10,14 @@ import (
 // field is uvarint-length-prefixed; integers are fixed-width big-endian.
 type encoder struct{ b []byte }
 
-func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *encoder) u8(v uint8) { e.b = append(e.b, v) }
+func (e *encoder) flag(v bool) {
+	if v {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
 func (e *encoder) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
 func (e *encoder) bytes(v []byte) {
 	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
@@ -53,6 +60,19 @@ func (d *decoder) u8(what string) uint8 {
 		return 0
 	}
 	return v[0]
+}
+
+// flag decodes a boolean byte: 0 or 1, nothing else.
+func (d *decoder) flag(what string) bool {
+	switch d.u8(what) {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.fail("%s not 0 or 1", what)
+		return false
+	}
 }
 
 func (d *decoder) u64(what string) uint64 {

@@ -125,6 +125,7 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
 		{"AcquireReply/vote", AcquireReply{Kind: KindVote, Partial: fx.partial, IdentitySig: fx.identitySig}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: "12D3KooWOtherPeer", LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: "12D3KooWOtherPeer", LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse", AcquireReply{Kind: KindRefuse, Code: CodeStale, LastEpoch: 42, Message: "epoch 40 is not above 42"}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse-no-message", AcquireReply{Kind: KindRefuse, Code: CodeTooFar, LastEpoch: 1}, decodeAs(UnmarshalAcquireReply)},
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},

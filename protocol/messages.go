@@ -180,10 +180,14 @@ type AcquireReply struct {
 	// signature over Statement.VoteBytes.
 	Partial     crypto.PartialSig
 	IdentitySig []byte
-	// Busy: who holds the resource, at which epoch, for how long.
+	// Busy: who holds the resource, at which epoch, for how long, and
+	// whether that is only an uncommitted vote (Pending) rather than a
+	// committed lease. Contenders use Pending to tell a split round from a
+	// held lock.
 	Holder     string
 	LeaseEpoch uint64
 	Left       time.Duration
+	Pending    bool
 	// Refuse: why, and the node's last epoch.
 	Code      Code
 	LastEpoch uint64
@@ -449,6 +453,7 @@ func (m AcquireReply) Marshal() []byte {
 		e.str(m.Holder)
 		e.u64(m.LeaseEpoch)
 		e.u64(durMS(m.Left))
+		e.flag(m.Pending)
 	case KindRefuse:
 		e.u8(uint8(m.Code))
 		e.u64(m.LastEpoch)
@@ -480,6 +485,7 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 			m.Holder = d.holder()
 			m.LeaseEpoch = d.u64("lease epoch")
 			m.Left = msDur(d, "left")
+			m.Pending = d.flag("pending flag")
 		case m.Kind == KindRefuse:
 			m.Code = d.code()
 			m.LastEpoch = d.u64("last epoch")

@@ -125,6 +125,7 @@ func TestMessagesRefuse(t *testing.T) {
 		{"AcquireReply/vote identity sig too long", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, str(strings.Repeat("s", MaxIdentitySigLen+1))), ErrMalformed},
 		{"AcquireReply/busy bad holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("a\x00"), u64(1), u64(1)), ErrInvalidField},
 		{"AcquireReply/busy left out of range", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("h"), u64(1), u64(tooLongMS)), ErrMalformed},
+		{"AcquireReply/busy pending flag not 0 or 1", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("h"), u64(1), u64(1), u8(2)), ErrMalformed},
 		{"AcquireReply/refuse unknown code", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(uint8(codeMax)+1), u64(1), str("")), ErrMalformed},
 		{"AcquireReply/refuse long message", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str(strings.Repeat("m", MaxMessageLen+1))), ErrMalformed},
 		{"AcquireReply/refuse message not UTF-8", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str("\xff")), ErrMalformed},
