@@ -433,7 +433,7 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions)
 
 // splitPause is how long to wait before the next round after a retryable
 // one. After a split, every contender that saw the same replies agrees on
-// one of them to go next (see splitWinner): it retries at once, and the
+// one of them to go next (see round.tally): it retries at once, and the
 // others wait two round times more, enough for it to finish; they then find
 // its lease and wait for it as for any holder. Without an agreed order,
 // contenders that need every honest node (exactly t of them up) split again
@@ -924,7 +924,7 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 		for _, e := range stale {
 			rs.hint = max(rs.hint, e+1)
 		}
-		c.splitRole(rs, resource, epoch, votes, busy)
+		rs.tally(c.ID(), resource, epoch, votes, busy)
 		return errRetry{qe}
 	}
 	return qe
@@ -946,7 +946,7 @@ type contender struct {
 	epoch  uint64
 }
 
-// splitRole tallies a failed round: our votes, and the uncommitted votes
+// tally sets the split role from a failed round of self: our votes, and the uncommitted votes
 // that busy nodes report for other contenders. The contender with the most
 // votes goes first; ties go to the lowest hash of (resource, epoch,
 // holder), which every client computes alike and which changes from epoch
@@ -959,16 +959,16 @@ type contender struct {
 // so votes of one contender met in two rounds in a row are stuck: a client
 // that crashed or stalled mid-round. Then the role is splitStuck and we
 // wait for those votes to time out rather than burn epochs against them.
-func (c *Client) splitRole(rs *round, resource string, epoch uint64, votes int, busy []protocol.AcquireReply) {
+func (rs *round) tally(self, resource string, epoch uint64, votes int, busy []protocol.AcquireReply) {
 	count := map[contender]int{}
 	if votes > 0 {
-		count[contender{c.ID(), epoch}] = votes
+		count[contender{self, epoch}] = votes
 	}
 	prev := rs.pending
 	rs.pending = map[contender]bool{}
 	rs.stuckLeft = 0
 	for _, b := range busy {
-		if !b.Pending || b.Holder == c.ID() {
+		if !b.Pending || b.Holder == self {
 			continue
 		}
 		k := contender{b.Holder, b.LeaseEpoch}
@@ -1002,7 +1002,7 @@ func (c *Client) splitRole(rs *round, resource string, epoch uint64, votes int, 
 		}
 	}
 	rs.split = splitLater
-	if first.holder == c.ID() {
+	if first.holder == self {
 		rs.split = splitFirst
 	}
 }

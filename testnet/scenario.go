@@ -26,7 +26,7 @@ package testnet
 // L2 with exactly t honest nodes reachable (f crashed, cut off or
 // Byzantine): every round needs all of them, so contenders on one resource
 // used to split their votes round after round. Three client changes end
-// that (client.splitRole, drainLate and round.hint): busy replies say
+// that (client round.tally, drainLate and round.hint): busy replies say
 // whether they are an uncommitted vote, so after a split the contenders
 // agree who retries first; votes that arrive after a round gave up are
 // withdrawn too; and a node refusing as stale is retried above its epoch.
