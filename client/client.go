@@ -767,11 +767,13 @@ collect:
 		for i, v := range votes {
 			voters[i] = v.Index
 		}
-		c.abandon(resource, epoch, voters)
 		c.drainLate(ch, len(c.members)-got, resource, epoch, cancel)
 		if ctx.Err() != nil {
+			// The caller gave up: withdraw our votes without making it wait.
+			c.goFunc(func() { c.abandon(resource, epoch, voters) })
 			return nil, fmt.Errorf("client: acquire %q: %w", resource, ctx.Err())
 		}
+		c.abandon(resource, epoch, voters)
 		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), rs)
 	}
 	cancel()
