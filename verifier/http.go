@@ -3,11 +3,13 @@ package verifier
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -57,6 +59,12 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //   - answers 401 with a short text reason if the header is missing or
 //     repeated, or the token is malformed, invalid, for another cluster or
 //     for another resource (VerifyFor; an empty resource matches no token);
+//   - in proof mode (RequireProof), also reads the holder's proof from the
+//     HeaderProof header and applies Verifier.VerifyRequest to the request's
+//     method, raw target and body; it answers 401 with the reason if the
+//     proof is missing, malformed, from another key, for another request
+//     or token, outside the time window or replayed, and 503 with
+//     Retry-After if the replay record is full;
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
@@ -89,15 +97,22 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 		}
 		resource := resourceOf(r)
 		tok, err := parse(vals[0])
-		if err == nil {
-			err = f.v.VerifyFor(tok, resource)
-		}
 		if err != nil {
 			unauthorized(w, reason(err))
 			return
 		}
-		if err := f.bufferBody(w, r); err != nil {
-			return
+		if f.v.proof.required {
+			if !f.checkRequest(w, r, tok, resource) {
+				return
+			}
+		} else {
+			if err := f.v.VerifyFor(tok, resource); err != nil {
+				unauthorized(w, reason(err))
+				return
+			}
+			if _, err := f.bufferBody(w, r); err != nil {
+				return
+			}
 		}
 		ctx := context.WithValue(r.Context(), tokenKey, tok)
 		rec := newRecorder()
@@ -126,9 +141,73 @@ func unauthorized(w http.ResponseWriter, msg string) {
 	http.Error(w, msg, http.StatusUnauthorized)
 }
 
-// reason is the short text for a refused token.
+// checkRequest applies proof mode to a request (Verifier.VerifyRequest, with
+// the body buffered only once the token is known valid). It answers and
+// returns false if the request is refused.
+func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) bool {
+	vals := r.Header.Values(HeaderProof)
+	if len(vals) == 0 {
+		unauthorized(w, reason(ErrNoProof))
+		return false
+	}
+	if len(vals) > 1 {
+		unauthorized(w, "more than one "+HeaderProof+" header")
+		return false
+	}
+	proof, err := ParseProofText(vals[0])
+	var (
+		key    ed25519.PublicKey
+		cached bool
+	)
+	if err == nil {
+		key, cached, err = f.v.checkProofTime(&tok, resource, proof)
+	}
+	if err == nil {
+		err = f.v.checkSignature(&tok, cached)
+	}
+	if err != nil {
+		unauthorized(w, reason(err))
+		return false
+	}
+	body, err := f.bufferBody(w, r)
+	if err != nil {
+		return false
+	}
+	err = f.v.checkProof(tok, key, NewRequest(r.Method, requestTarget(r), body), proof)
+	if errors.Is(err, ErrTooManyProofs) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.proof.window.Seconds()+0.999)))
+		http.Error(w, "too many recent proofs of possession", http.StatusServiceUnavailable)
+		return false
+	}
+	if err != nil {
+		unauthorized(w, reason(err))
+		return false
+	}
+	return true
+}
+
+// requestTarget is the request target the client signed: the raw one from
+// the request line (which http.StripPrefix leaves alone), else the URL's.
+func requestTarget(r *http.Request) string {
+	if strings.HasPrefix(r.RequestURI, "/") {
+		return r.RequestURI
+	}
+	return r.URL.RequestURI()
+}
+
+// reason is the short text for a refused token or proof.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, ErrNoProof):
+		return "missing " + HeaderProof + " header: this resource requires the holder's proof of possession"
+	case errors.Is(err, ErrHolderKey):
+		return "token holder is not an Ed25519 peer ID: no proof of possession possible"
+	case errors.Is(err, ErrBadProof):
+		return "bad proof of possession: malformed, or not the holder's signature over this request and token"
+	case errors.Is(err, ErrProofExpired):
+		return "proof of possession outside the time window (check the client's clock)"
+	case errors.Is(err, ErrReplayed):
+		return "replayed proof of possession"
 	case errors.Is(err, ErrMalformedToken):
 		return "malformed token"
 	case errors.Is(err, ErrWrongCluster):
@@ -140,11 +219,11 @@ func reason(err error) string {
 	}
 }
 
-// bufferBody replaces r.Body with an in-memory copy, answering 413 or 400 and
-// returning an error if it cannot.
-func (f *Fence) bufferBody(w http.ResponseWriter, r *http.Request) error {
+// bufferBody replaces r.Body with an in-memory copy and returns it,
+// answering 413 or 400 and returning an error if it cannot.
+func (f *Fence) bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, nil
 	}
 	limit := f.MaxBodyBytes
 	if limit <= 0 {
@@ -158,10 +237,10 @@ func (f *Fence) bufferBody(w http.ResponseWriter, r *http.Request) error {
 		} else {
 			http.Error(w, "cannot read request body", http.StatusBadRequest)
 		}
-		return err
+		return nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	return nil
+	return b, nil
 }
 
 // recorder buffers a handler's response until the transaction has

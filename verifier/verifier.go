@@ -9,7 +9,9 @@ import (
 )
 
 // Errors callers can branch on. Every error this package returns for a
-// refused token wraps exactly one of the first five.
+// refused token wraps exactly one of the first five or, in proof mode, of
+// ErrNoProof, ErrBadProof, ErrProofExpired, ErrReplayed and
+// ErrTooManyProofs.
 var (
 	// ErrMalformedToken reports a token that does not parse or whose fields
 	// are outside protocol's limits. It wraps protocol's error.
@@ -28,6 +30,30 @@ var (
 	ErrStale = errors.New("verifier: stale token")
 	// ErrClosed reports use of a barrier store after Close.
 	ErrClosed = errors.New("verifier: barrier store closed")
+
+	// Proof mode (RequireProof). The HTTP middleware answers 401 for the
+	// first four and for ErrHolderKey, and 503 for ErrTooManyProofs.
+
+	// ErrNoProof reports a request without a holder's proof in proof mode
+	// (also every token given to VerifyFor or Fence.Admit there).
+	ErrNoProof = errors.New("verifier: no proof of possession")
+	// ErrBadProof reports a proof that is malformed or does not verify
+	// under the holder's key for this request and token, or a token whose
+	// holder names no Ed25519 key (then it also wraps ErrHolderKey).
+	ErrBadProof = errors.New("verifier: bad proof of possession")
+	// ErrProofExpired reports a proof whose timestamp is outside the replay
+	// window around the verifier's clock.
+	ErrProofExpired = errors.New("verifier: proof of possession outside the time window")
+	// ErrReplayed reports a proof whose (holder, nonce) was already used
+	// within the window.
+	ErrReplayed = errors.New("verifier: replayed proof of possession")
+	// ErrTooManyProofs reports a full replay record: the request is refused
+	// rather than an unexpired nonce forgotten. Retry after the window.
+	ErrTooManyProofs = errors.New("verifier: too many recent proofs of possession")
+	// ErrHolderKey reports a token holder that is not the peer ID of an
+	// Ed25519 key (see HolderKey), so no proof of possession can be checked
+	// for it.
+	ErrHolderKey = errors.New("verifier: holder is not an Ed25519 peer ID")
 )
 
 // StaleError is the error a barrier store returns when an epoch is below the
@@ -50,28 +76,70 @@ func (e *StaleError) Error() string {
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Verifier checks tokens against one cluster's group public key. It holds no
-// secret and no mutable state: it is safe for concurrent use, and checking a
-// token needs no network.
+// secret. It is safe for concurrent use, and checking a token needs no
+// network.
+//
+// Its only mutable state is two bounded caches: the verified-token cache
+// (see WithCacheSize), which lets a token presented again skip the pairing
+// check, and, in proof mode (see RequireProof), the replay record of the
+// holders' request proofs.
 type Verifier struct {
 	cluster protocol.ClusterID
 	key     crypto.PublicKey
+	cache   *tokenCache // nil when disabled
+	proof   proofConfig
+	replay  *replayCache
 }
+
+// Option configures a Verifier.
+type Option func(*options)
+
+type options struct {
+	cacheSize int
+	proof     *ProofConfig
+}
+
+// DefaultCacheSize is the default number of verified tokens a Verifier
+// remembers.
+const DefaultCacheSize = 8192
+
+// WithCacheSize bounds the verified-token cache to about n tokens (at least
+// 2 when enabled); n <= 0 disables it, so every check runs the pairing. The
+// cache is on by default with DefaultCacheSize entries, about 200 bytes
+// each plus the token's resource and holder.
+//
+// The cache only remembers that a token's exact statement and canonical
+// signature verified under this verifier's group key. Every other check
+// (cluster, field limits, resource, barrier, holder proof) still runs on
+// every request, so a cached token is never admitted where a fresh check
+// would refuse it.
+func WithCacheSize(n int) Option { return func(o *options) { o.cacheSize = n } }
 
 // New returns a verifier for the cluster. It keeps only the cluster ID and
 // the group public key, which resharing never changes.
-func New(c *protocol.Cluster) *Verifier {
-	return &Verifier{cluster: c.ID, key: c.Key.PublicKey()}
+func New(c *protocol.Cluster, opts ...Option) *Verifier {
+	o := options{cacheSize: DefaultCacheSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	v := &Verifier{cluster: c.ID, key: c.Key.PublicKey()}
+	if o.cacheSize > 0 {
+		v.cache = newTokenCache(o.cacheSize)
+	}
+	v.proof = newProofConfig(o.proof)
+	v.replay = newReplayCache(v.proof.maxNonces) // also for VerifyRequest outside proof mode
+	return v
 }
 
 // Load reads and checks a cluster file (see protocol.LoadCluster) and returns
 // a verifier for it. The file's group key is trusted as read: load it only
 // from a trusted source.
-func Load(clusterFile string) (*Verifier, error) {
+func Load(clusterFile string, opts ...Option) (*Verifier, error) {
 	c, err := protocol.LoadCluster(clusterFile)
 	if err != nil {
 		return nil, fmt.Errorf("verifier: load cluster: %w", err)
 	}
-	return New(c), nil
+	return New(c, opts...), nil
 }
 
 // ClusterID is the ID of the cluster whose tokens v accepts.
@@ -81,25 +149,45 @@ func (v *Verifier) ClusterID() protocol.ClusterID { return v.cluster }
 // (else ErrWrongCluster), the fields are within limits (else
 // ErrMalformedToken), and the signature over tok.Statement.SignedBytes()
 // verifies under the group public key (else ErrInvalidToken). Cheap checks
-// run first; the pairing check, about 3 ms, runs last. Verify does not look
-// at the resource or the barrier: see VerifyFor and Fence.
+// run first; the pairing check, about 3 ms, runs last, and is skipped for a
+// token in the verified-token cache. Verify does not look at the resource,
+// the barrier or a holder's proof: see VerifyFor, VerifyRequest and Fence.
 func (v *Verifier) Verify(tok protocol.Token) error {
-	if err := v.precheck(tok); err != nil {
+	cached, err := v.precheck(&tok)
+	if err != nil {
 		return err
 	}
-	return v.checkSignature(tok)
+	return v.checkSignature(&tok, cached)
 }
 
 // VerifyFor is Verify for a request to resource: it also refuses a token for
 // another resource with ErrWrongResource, before the pairing check.
+//
+// In proof mode (RequireProof) a token alone admits nothing: VerifyFor, and
+// so Fence.Admit, refuse every token that passes the cheap checks with
+// ErrNoProof, before the pairing check. Use VerifyRequest,
+// Fence.AdmitRequest or Fence.Middleware there.
 func (v *Verifier) VerifyFor(tok protocol.Token, resource string) error {
-	if err := v.precheck(tok); err != nil {
+	cached, err := v.precheckFor(&tok, resource)
+	if err != nil {
 		return err
 	}
-	if tok.Resource != resource {
-		return fmt.Errorf("%w: token is for %q, request is for %q", ErrWrongResource, tok.Resource, resource)
+	if v.proof.required {
+		return fmt.Errorf("%w: resource %q requires a proof of possession from the holder", ErrNoProof, resource)
 	}
-	return v.checkSignature(tok)
+	return v.checkSignature(&tok, cached)
+}
+
+// precheckFor is precheck plus the resource.
+func (v *Verifier) precheckFor(tok *protocol.Token, resource string) (cached bool, err error) {
+	cached, err = v.precheck(tok)
+	if err != nil {
+		return false, err
+	}
+	if tok.Resource != resource {
+		return false, fmt.Errorf("%w: token is for %q, request is for %q", ErrWrongResource, tok.Resource, resource)
+	}
+	return cached, nil
 }
 
 // ParseAndVerify parses the text form of a token (protocol.ParseTokenText)
@@ -124,20 +212,38 @@ func parse(text string) (protocol.Token, error) {
 	return tok, nil
 }
 
-// precheck runs the checks that cost no pairing.
-func (v *Verifier) precheck(tok protocol.Token) error {
+// precheck runs the checks that cost no pairing, and reports whether the
+// token's signature is in the verified-token cache. A hit skips the field
+// validation: the cache holds only statements that passed it, and a hit is
+// the same statement field for field.
+func (v *Verifier) precheck(tok *protocol.Token) (cached bool, err error) {
 	if tok.Cluster != v.cluster {
-		return fmt.Errorf("%w: token names cluster %s, this is %s", ErrWrongCluster, tok.Cluster, v.cluster)
+		return false, fmt.Errorf("%w: token names cluster %s, this is %s", ErrWrongCluster, tok.Cluster, v.cluster)
+	}
+	if v.cache != nil && v.cache.contains(tok) {
+		return true, nil
 	}
 	if err := tok.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformedToken, err)
+		return false, fmt.Errorf("%w: %w", ErrMalformedToken, err)
+	}
+	return false, nil
+}
+
+// checkSignature checks the token's signature with the pairing check,
+// unless precheck found it in the cache, and remembers a success.
+func (v *Verifier) checkSignature(tok *protocol.Token, cached bool) error {
+	if cached {
+		return nil
+	}
+	if err := v.key.Verify(tok.Statement.SignedBytes(), tok.Signature); err != nil {
+		return invalid(*tok, err)
+	}
+	if v.cache != nil {
+		v.cache.add(tok)
 	}
 	return nil
 }
 
-func (v *Verifier) checkSignature(tok protocol.Token) error {
-	if err := v.key.Verify(tok.Statement.SignedBytes(), tok.Signature); err != nil {
-		return fmt.Errorf("%w: resource %q epoch %d: %w", ErrInvalidToken, tok.Resource, tok.Epoch, err)
-	}
-	return nil
+func invalid(tok protocol.Token, err error) error {
+	return fmt.Errorf("%w: resource %q epoch %d: %w", ErrInvalidToken, tok.Resource, tok.Epoch, err)
 }
