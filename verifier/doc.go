@@ -43,16 +43,57 @@
 //	http.Handle("/", fence.Middleware(resourceOf, handler))
 //
 // The write runs against [Tx], a small key-value space per resource that
-// commits atomically with the barrier. A resource that keeps its data
-// elsewhere must make that data and the barrier commit together, for example
-// by storing the barrier in its own database ([BoltStore.Update] gives native
-// bbolt access in the same transaction); raising the barrier in one store and
-// writing in another is not fencing.
+// commits atomically with the barrier.
 //
-// # Stores
+// # What a resource must do
 //
-// [OpenBoltStore] is the embedded durable default (bbolt, fsync on every
-// commit). [NewMemoryStore] is for tests only. Every store passes the
-// conformance suite in package verifier/barriertest; new stores (SQL) should
-// run it too.
+// A token protects nothing until the resource checks it, and checks it at
+// the moment it applies the write. For every guarded request a resource
+// must verify the token for itself ([Verifier.VerifyFor], a pure check that
+// may run first) and then, in one atomic transaction:
+//
+//  1. check the token's epoch against the barrier, refusing a lower one;
+//  2. raise the barrier to the epoch if it is higher;
+//  3. apply the write;
+//  4. commit barrier and write together, durably (fsync), or neither.
+//
+// [Fence.Admit], [Fence.Middleware] and [BarrierStore.Guard] do steps 1–4
+// in one store transaction. A resource that keeps its data elsewhere must
+// make that data and the barrier commit together: keep the barrier in the
+// same database and use the store's native transaction ([BoltStore.Update]
+// for bbolt, [SQLStore.Update] for SQL databases). Raising the barrier in
+// one store and writing in another, or checking the barrier and writing
+// later, is not fencing: a stale holder can slip in between.
+//
+// # Choosing a store
+//
+//   - [SQLStore]: the resource already runs PostgreSQL or SQLite. The
+//     barrier lives in a table (created by [NewSQLStore]) and
+//     [SQLStore.Update] gives the *sql.Tx, so the application's own
+//     statements commit with the barrier. A conditional upsert of the
+//     barrier row decides stale or admitted and locks the row, so racing
+//     writers are serialised. The application imports the driver (for
+//     example modernc.org/sqlite or github.com/jackc/pgx/v5/stdlib);
+//     this package imports none.
+//   - [BoltStore]: an embedded store with no server, the default for a
+//     resource without a database ([OpenBoltStore]; fsync on every commit).
+//     "palisade resource" is built on it.
+//   - [NewMemoryStore]: tests only; its barriers do not survive a restart.
+//
+// Every store passes the same conformance suite, package
+// verifier/barriertest: stale epochs refused, equal admitted, higher raise
+// the barrier together with the write, a failed write changes nothing,
+// racing writers are serialised, and barriers survive reopening. A new
+// store should run it too.
+//
+// # Data versions
+//
+// A fresh token says its holder is the newest, not that it has seen the
+// newest data. [PutIfVersion] and [DeleteIfVersion] add a compare-and-set on
+// a per-key data version inside the guarded transaction, on every store:
+// [GetVersioned] returns the value and its version; a write that expects
+// another version fails with a *[VersionError] ([ErrVersionMismatch]).
+// Return that error from the write function and the whole transaction rolls
+// back, so the barrier is not raised either. Versions never repeat within a
+// resource, even after a delete.
 package verifier

@@ -11,7 +11,22 @@
 //	}
 //
 // The suite knows nothing about tokens: it drives BarrierStore.Guard with
-// plain epochs.
+// plain epochs. It checks that
+//
+//   - a stale epoch is refused with a *verifier.StaleError, without running
+//     the write;
+//   - an equal epoch is admitted and leaves the barrier;
+//   - a higher epoch raises the barrier together with the write, across the
+//     whole uint64 range;
+//   - a failed or panicking write leaves barrier and data unchanged;
+//   - racing writers with different epochs are serialised: admissions are
+//     in non-decreasing epoch order, no write lands below a committed
+//     barrier, no update is lost, and the final barrier is the highest
+//     admitted epoch;
+//   - data versions (verifier.PutIfVersion and friends) compare and set
+//     inside the transaction, a failed check rolls back the barrier too,
+//     and racing read-modify-write clients lose no update;
+//   - barriers and data survive closing and reopening (durable stores).
 package barriertest
 
 import (
@@ -57,11 +72,16 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"StaleRefusedWithoutRunningWrite", false, testStale},
 		{"EqualEpochAdmittedBarrierUnchanged", false, testEqual},
 		{"HigherEpochRaisesBarrierWithWrite", false, testHigher},
+		{"WholeEpochRange", false, testEpochRange},
 		{"FailedWriteLeavesBarrierAndDataUnchanged", false, testFailedWrite},
 		{"PanickingWriteRollsBack", false, testPanic},
 		{"TxSemantics", false, testTx},
 		{"RacingWritersSerialised", false, testRace},
+		{"LowerEpochsQueuedBehindHigherAreRefused", false, testQueuedBehind},
 		{"IndependentResources", false, testIndependent},
+		{"DataVersions", false, testVersions},
+		{"FailedVersionCheckLeavesBarrierAndDataUnchanged", false, testVersionAbort},
+		{"RacingVersionedWritersSerialised", false, testVersionRace},
 		{"RefusesEmptyResourceAndDoneContext", false, testArgs},
 		{"BarrierSurvivesReopen", true, testDurable},
 		{"UseAfterClose", false, testClosed},
