@@ -93,6 +93,7 @@ func (c *Config) Validate() error {
 	if c.Rules == (Rules{}) {
 		c.Rules = DefaultRules(c.Cluster)
 	}
+	c.Rules.EpochFloor = max(c.Rules.EpochFloor, c.Cluster.File.EpochFloor)
 	if c.Rules.MaxEpochStep == 0 || c.Rules.VoteTimeout <= 0 || c.Rules.DefaultTTL <= 0 || c.Rules.MaxTTL < c.Rules.DefaultTTL {
 		return fmt.Errorf("%w: rules %+v", ErrBadConfig, c.Rules)
 	}
@@ -335,7 +336,7 @@ func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	st := Status(rec, n.clock.Now())
+	st := n.cfg.Rules.Status(rec, n.clock.Now())
 	if rec.VoteEpoch > 0 && len(rec.VoteIDSig) > 0 {
 		st.Vote = &protocol.SignedVote{Node: n.Index(), Statement: n.stmt(rec.Resource, rec.VoteEpoch, rec.VoteHolder), IdentitySig: rec.VoteIDSig}
 	}

@@ -19,6 +19,20 @@ type Rules struct {
 	DefaultTTL time.Duration
 	// MaxTTL caps the lease length a client may ask for.
 	MaxTTL time.Duration
+	// EpochFloor is the cluster's epoch floor (cluster.json epoch_floor):
+	// every resource's last epoch counts as at least this, so the node
+	// never votes at or below it. Config.Validate raises it to the
+	// cluster file's floor.
+	EpochFloor uint64
+}
+
+// floor applies the epoch floor to a record: a resource never voted on in
+// this era starts at the floor.
+func (r Rules) floor(rec Record) Record {
+	if rec.LastEpoch < r.EpochFloor {
+		rec.LastEpoch = r.EpochFloor
+	}
+	return rec
 }
 
 // Outcome is what a transition decided. The driver persists Next when
@@ -53,7 +67,7 @@ type Outcome struct {
 // lease or vote. Safety (one holder per epoch) depends only on the first
 // rule; now only affects leases.
 func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
-	o := Outcome{Next: rec, At: now}
+	o := Outcome{Next: r.floor(rec), At: now}
 	o.expire(now)
 	if proof != nil {
 		o.catchUp(*proof, now)
@@ -187,7 +201,8 @@ func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
 	return o
 }
 
-// Status is a node's view of a resource.
+// Status is a node's view of a resource. The caller applies the epoch
+// floor first (Rules.Status).
 func Status(rec Record, now time.Time) protocol.StatusReply {
 	s := protocol.StatusReply{LastEpoch: rec.LastEpoch, Certified: rec.Certified}
 	if rec.Lease.Active(now) {
@@ -246,4 +261,10 @@ func (o Outcome) refuse(code protocol.Code, msg string) Outcome {
 
 func (o *Outcome) audit(now time.Time, kind AuditKind, resource string, epoch uint64, holder, detail string) {
 	o.Audit = append(o.Audit, AuditEntry{Time: now, Kind: kind, Resource: resource, Epoch: epoch, Holder: holder, Detail: detail})
+}
+
+// Status is Status with the epoch floor applied, so clients pick their
+// next epoch above it.
+func (r Rules) Status(rec Record, now time.Time) protocol.StatusReply {
+	return Status(r.floor(rec), now)
 }

@@ -33,10 +33,16 @@ type ClusterFile struct {
 	T         int    `json:"t"`
 	// GroupKey holds the hex commitments of the sharing polynomial; the
 	// first is the group public key.
-	GroupKey     []string     `json:"group_key"`
-	MaxEpochStep uint64       `json:"max_epoch_step"`
-	Nodes        []NodeInfo   `json:"nodes"`
-	Clients      []ClientInfo `json:"clients"`
+	GroupKey     []string `json:"group_key"`
+	MaxEpochStep uint64   `json:"max_epoch_step"`
+	// EpochFloor is the start of the cluster's current epoch era: nodes
+	// never vote at or below it. Each resharing raises it above every
+	// epoch the previous group could have certified, so S1 holds across
+	// membership changes (see docs/design-notes.md). The cluster ID does
+	// not depend on it.
+	EpochFloor uint64       `json:"epoch_floor,omitempty"`
+	Nodes      []NodeInfo   `json:"nodes"`
+	Clients    []ClientInfo `json:"clients"`
 }
 
 // NodeInfo describes one member.

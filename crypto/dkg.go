@@ -1,0 +1,579 @@
+package crypto
+
+import (
+	"bytes"
+	"crypto/cipher"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"go.dedis.ch/kyber/v3"
+	"go.dedis.ch/kyber/v3/pairing/bn256"
+	"go.dedis.ch/kyber/v3/share"
+	dkg "go.dedis.ch/kyber/v3/share/dkg/pedersen"
+	vss "go.dedis.ch/kyber/v3/share/vss/pedersen"
+	"go.dedis.ch/kyber/v3/sign/schnorr"
+	"go.dedis.ch/kyber/v3/util/random"
+)
+
+// DKG errors callers can branch on.
+var (
+	// ErrDKGConfig reports an impossible DKG or resharing configuration.
+	ErrDKGConfig = errors.New("crypto: bad DKG configuration")
+	// ErrDKGNotQualified reports a DKG that ended with fewer qualified deals
+	// than it needs, or with a share that does not match the group key.
+	ErrDKGNotQualified = errors.New("crypto: DKG did not qualify enough deals")
+	// ErrDKGMessage reports a deal, response or justification that kyber
+	// refused (bad signature, wrong index, duplicate, unknown dealer).
+	ErrDKGMessage = errors.New("crypto: DKG message refused")
+)
+
+// DKGSeedSize is the size of the secret seed that makes a dealer's
+// polynomial reproducible (so a member can resume after a crash).
+const DKGSeedSize = 32
+
+// DKGKey is a member's long-term key for one DKG ceremony: a scalar and its
+// G2 public point. Deals addressed to the member are encrypted to it. It is
+// secret; like Share, it never prints its scalar.
+type DKGKey struct {
+	s   kyber.Scalar
+	pub kyber.Point
+}
+
+// GenerateDKGKey draws a fresh ceremony key from rand.
+func GenerateDKGKey(rand io.Reader) (k *DKGKey, err error) {
+	defer recoverStream(&err)
+	s := suite.G2().Scalar().Pick(readerStream{r: rand})
+	return &DKGKey{s: s, pub: suite.G2().Point().Mul(s, nil)}, nil
+}
+
+// ParseDKGKey decodes DKGKey.MarshalBinary's output.
+func ParseDKGKey(b []byte) (*DKGKey, error) {
+	s, err := decodeScalar(b)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: DKG key: %w", err)
+	}
+	if s.Equal(suite.G2().Scalar().Zero()) {
+		return nil, errors.New("crypto: DKG key: zero scalar")
+	}
+	return &DKGKey{s: s, pub: suite.G2().Point().Mul(s, nil)}, nil
+}
+
+// MarshalBinary returns the secret scalar. Treat it as a secret.
+func (k *DKGKey) MarshalBinary() ([]byte, error) { return k.s.MarshalBinary() }
+
+// Public returns the key's public point.
+func (k *DKGKey) Public() PublicKey {
+	var p PublicKey
+	b, _ := k.pub.MarshalBinary() // bn256 marshalling cannot fail
+	copy(p[:], b)
+	return p
+}
+
+// String implements fmt.Stringer without revealing the secret.
+func (k *DKGKey) String() string { return "crypto.DKGKey{secret: <redacted>}" }
+
+// GoString implements fmt.GoStringer without revealing the secret.
+func (k *DKGKey) GoString() string { return k.String() }
+
+// Format implements fmt.Formatter so that no verb prints the secret.
+func (k *DKGKey) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, k.String()) }
+
+// PlaceholderDKGKey returns a G2 point whose discrete logarithm nobody
+// knows, derived from tag. A ceremony uses it in place of a member that
+// never published its key: deals to it are encrypted to nobody, and the
+// member counts as silent.
+func PlaceholderDKGKey(tag []byte) PublicKey {
+	x := suite.XOF(append([]byte("palisade/dkg/placeholder/v1\x00"), tag...))
+	p := suite.G2().Point().Pick(x)
+	var k PublicKey
+	b, _ := p.MarshalBinary()
+	copy(k[:], b)
+	return k
+}
+
+// DKGConfig configures one member's side of a fresh DKG or a resharing.
+type DKGConfig struct {
+	// Key is this member's ceremony key; its public key must be in
+	// NewNodes, OldNodes or both.
+	Key *DKGKey
+	// NewNodes are the ceremony public keys of the members that will hold
+	// shares, in share-index order (share index i+1 at NewNodes[i]).
+	NewNodes []PublicKey
+	// Threshold is t of the new sharing. It is required (kyber's default is
+	// a majority, too low for 3f+1 nodes): use FaultThreshold.
+	Threshold int
+
+	// OldNodes are, when resharing, the old members' ceremony keys in old
+	// share-index order. Nil for a fresh DKG.
+	OldNodes []PublicKey
+	// OldGroup is, when resharing, the old group key (its threshold is the
+	// old threshold). Every member needs it; it is trusted configuration.
+	OldGroup *GroupKey
+	// Share is, when resharing, this member's old share (old members only).
+	Share *Share
+
+	// Seed makes the dealer's polynomial reproducible: a member that
+	// crashed and restarts with the same Key and Seed deals exactly the same
+	// shares again. It is secret. All other randomness (nonces, ephemeral
+	// keys) is fresh.
+	Seed [DKGSeedSize]byte
+
+	// CorruptDealsTo, tests only, makes this dealer send deals whose share
+	// does not match its commitments to the given new share indices.
+	CorruptDealsTo []int
+}
+
+// DKG is one member's state machine for a Pedersen DKG or a resharing,
+// wrapping kyber's share/dkg/pedersen over bn256 G2. It does no I/O: the
+// caller moves the encoded deals, responses and justifications between
+// members. It is safe for concurrent use.
+type DKG struct {
+	mu        sync.Mutex
+	cfg       DKGConfig
+	gen       *dkg.DistKeyGenerator
+	resharing bool
+	newIdx    int // 0-based index in NewNodes, or -1
+	oldIdx    int // 0-based index in OldNodes (fresh DKG: NewNodes), or -1
+	// justified are deals for this member revealed by a dealer's
+	// justification: kyber keeps the first (bad) deal, so Result uses these.
+	justified map[uint32]*vss.Deal
+	// missing are the session IDs of deals this member complained it never
+	// got (ComplainMissing), by dealer.
+	missing  map[uint32][]byte
+	timedOut bool
+}
+
+// dkgSuite is the bn256 G2 suite whose random stream can be pinned to a
+// seeded XOF while the dealer is built (reproducible polynomial) and is
+// fresh crypto/rand afterwards (nonces, ephemeral keys).
+type dkgSuite struct {
+	*bn256.Suite
+	mu     sync.Mutex
+	seeded cipher.Stream
+}
+
+func (s *dkgSuite) RandomStream() cipher.Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seeded != nil {
+		return s.seeded
+	}
+	return random.New()
+}
+
+// NewDKG checks the configuration and builds the member's state machine.
+func NewDKG(c DKGConfig) (*DKG, error) {
+	bad := func(format string, args ...any) (*DKG, error) {
+		return nil, fmt.Errorf("%w: %s", ErrDKGConfig, fmt.Sprintf(format, args...))
+	}
+	if c.Key == nil {
+		return bad("no ceremony key")
+	}
+	if len(c.NewNodes) < 1 || len(c.NewNodes) > MaxNodes {
+		return bad("%d new nodes", len(c.NewNodes))
+	}
+	if c.Threshold < 2 || c.Threshold > len(c.NewNodes) {
+		return bad("threshold %d for %d nodes", c.Threshold, len(c.NewNodes))
+	}
+	newPts, err := dkgPoints(c.NewNodes)
+	if err != nil {
+		return bad("new nodes: %v", err)
+	}
+	self := c.Key.Public()
+	d := &DKG{cfg: c, newIdx: slices.Index(c.NewNodes, self), oldIdx: -1, justified: map[uint32]*vss.Deal{}, missing: map[uint32][]byte{}}
+	su := &dkgSuite{Suite: bn256.NewSuiteG2()}
+	su.seeded = su.XOF(append([]byte("palisade/dkg/poly/v1\x00"), c.Seed[:]...))
+	kc := &dkg.Config{
+		Suite:          su,
+		Longterm:       c.Key.s,
+		NewNodes:       newPts,
+		Threshold:      c.Threshold,
+		Reader:         su.XOF(append([]byte("palisade/dkg/secret/v1\x00"), c.Seed[:]...)),
+		UserReaderOnly: true,
+	}
+	if c.OldNodes != nil || c.OldGroup != nil || c.Share != nil {
+		d.resharing = true
+		if c.OldGroup == nil || len(c.OldNodes) != c.OldGroup.N() {
+			return bad("resharing needs the old group key and its %d old nodes", len(c.OldNodes))
+		}
+		oldPts, err := dkgPoints(c.OldNodes)
+		if err != nil {
+			return bad("old nodes: %v", err)
+		}
+		d.oldIdx = slices.Index(c.OldNodes, self)
+		kc.OldNodes = oldPts
+		kc.OldThreshold = c.OldGroup.Threshold()
+		kc.Reader, kc.UserReaderOnly = nil, false
+		if c.Share != nil {
+			if d.oldIdx != c.Share.Index()-1 {
+				return bad("old share has index %d, ceremony key is old node %d", c.Share.Index(), d.oldIdx+1)
+			}
+			if err := c.OldGroup.CheckShare(c.Share); err != nil {
+				return bad("old share: %v", err)
+			}
+			kc.Share = &dkg.DistKeyShare{
+				Commits: slices.Clone(c.OldGroup.commits),
+				Share:   &share.PriShare{I: c.Share.Index() - 1, V: c.Share.v},
+			}
+		} else {
+			if d.newIdx < 0 {
+				return bad("a member without an old share must be a new node")
+			}
+			kc.PublicCoeffs = slices.Clone(c.OldGroup.commits)
+		}
+	} else {
+		d.oldIdx = d.newIdx
+	}
+	if d.newIdx < 0 && d.oldIdx < 0 {
+		return bad("ceremony key is in neither the old nor the new nodes")
+	}
+	d.gen, err = dkg.NewDistKeyHandler(kc)
+	su.mu.Lock()
+	su.seeded = nil
+	su.mu.Unlock()
+	if err != nil {
+		return bad("%v", err)
+	}
+	return d, nil
+}
+
+func dkgPoints(keys []PublicKey) ([]kyber.Point, error) {
+	out := make([]kyber.Point, len(keys))
+	seen := map[PublicKey]bool{}
+	for i, k := range keys {
+		if seen[k] {
+			return nil, fmt.Errorf("key %d is listed twice", i+1)
+		}
+		seen[k] = true
+		p, err := decodeG2(k[:])
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i+1, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// Resharing reports whether this is a resharing rather than a fresh DKG.
+func (d *DKG) Resharing() bool { return d.resharing }
+
+// Deals returns this member's encoded deals keyed by recipient share index
+// (1-based), and, when this member both deals and receives in a resharing,
+// its own response to its own deal, which it must broadcast like any other
+// response. A member that holds no old share deals nothing.
+func (d *DKG) Deals() (deals map[int][]byte, own []byte, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	kd, err := d.gen.Deals()
+	if err != nil {
+		return nil, nil, fmt.Errorf("crypto: DKG deals: %w", err)
+	}
+	deals = map[int][]byte{}
+	for i, dd := range kd {
+		if i == d.newIdx {
+			resp, err := d.gen.ProcessDeal(dd)
+			if err != nil {
+				return nil, nil, fmt.Errorf("crypto: DKG own deal: %w", err)
+			}
+			if own, err = EncodeDKGResponse(resp); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if slices.Contains(d.cfg.CorruptDealsTo, i+1) {
+			if err := d.corrupt(dd, i); err != nil {
+				return nil, nil, err
+			}
+		}
+		b, err := EncodeDKGDeal(dd)
+		if err != nil {
+			return nil, nil, err
+		}
+		deals[i+1] = b
+	}
+	return deals, own, nil
+}
+
+// corrupt replaces deal dd (to new index i) by one whose share is wrong but
+// which is otherwise well-formed, signed and encrypted: the recipient's
+// check against the commitments fails and it complains. Tests only.
+func (d *DKG) corrupt(dd *dkg.Deal, i int) error {
+	// Learn the commitments and session ID from our own view of our deal.
+	var commits []kyber.Point
+	var sid []byte
+	t := uint32(d.cfg.Threshold)
+	if v, ok := d.gen.Verifiers()[uint32(d.oldIdx)]; ok && v.SessionID() != nil {
+		commits, sid = v.Commits(), v.SessionID()
+	} else {
+		return fmt.Errorf("%w: cannot corrupt deals without a deal to itself", ErrDKGConfig)
+	}
+	bad := &vss.Deal{
+		SessionID:   sid,
+		SecShare:    &share.PriShare{I: i, V: suite.G2().Scalar().Pick(random.New())},
+		T:           t,
+		Commitments: commits,
+	}
+	newPts, _ := dkgPoints(d.cfg.NewNodes)
+	enc, err := encryptDeal(d.cfg.Key, newPts, i, bad)
+	if err != nil {
+		return err
+	}
+	dd.Deal = enc
+	return signDeal(d.cfg.Key, dd)
+}
+
+// ProcessDeal processes a deal addressed to this member and returns the
+// encoded response to broadcast (an approval, or a complaint if the share
+// does not match the dealer's commitments).
+func (d *DKG) ProcessDeal(b []byte) ([]byte, error) {
+	dd, err := DecodeDKGDeal(b)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	resp, err := d.gen.ProcessDeal(dd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: deal from dealer %d: %v", ErrDKGMessage, dd.Index+1, err)
+	}
+	return EncodeDKGResponse(resp)
+}
+
+// ComplainMissing returns this member's signed complaint about the deal of
+// dealer (1-based dealer index) that it never received or could not open.
+// sid is that deal's session ID as other members' responses report it.
+// Every member that processes the complaint then needs the dealer's
+// justification to keep the deal, so a dealer cannot give shares to some
+// members and silently withhold them from others. The justification, once
+// processed, gives this member its share of the deal.
+func (d *DKG) ComplainMissing(dealer int, sid []byte) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.newIdx < 0 || len(sid) != DKGSessionIDSize {
+		return nil, fmt.Errorf("%w: cannot complain", ErrDKGConfig)
+	}
+	v, ok := d.gen.Verifiers()[uint32(dealer-1)]
+	if !ok || dealer-1 == d.oldIdx && !d.resharing {
+		return nil, fmt.Errorf("%w: no dealer %d", ErrDKGConfig, dealer)
+	}
+	if v.SessionID() != nil {
+		return nil, fmt.Errorf("%w: deal of dealer %d was received", ErrDKGConfig, dealer)
+	}
+	r := &vss.Response{SessionID: bytes.Clone(sid), Index: uint32(d.newIdx), Status: vss.StatusComplaint}
+	sig, err := schnorr.Sign(g2suite, d.cfg.Key.s, r.Hash(g2suite))
+	if err != nil {
+		return nil, fmt.Errorf("crypto: sign complaint: %w", err)
+	}
+	r.Signature = sig
+	// Record our own complaint, so that the dealer's justification is
+	// accepted here and installs the deal.
+	v.UnsafeSetResponseDKG(uint32(d.newIdx), vss.StatusComplaint)
+	d.missing[uint32(dealer-1)] = bytes.Clone(sid)
+	return EncodeDKGResponse(&dkg.Response{Index: uint32(dealer - 1), Response: r})
+}
+
+// ProcessResponse processes a response from any member. If it is a
+// complaint about this member's own deal, it returns the encoded
+// justification to broadcast.
+func (d *DKG) ProcessResponse(b []byte) ([]byte, error) {
+	r, err := DecodeDKGResponse(b)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, err := d.gen.ProcessResponse(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: response of node %d to dealer %d: %v", ErrDKGMessage, r.Response.Index+1, r.Index+1, err)
+	}
+	if j == nil || slices.Contains(d.cfg.CorruptDealsTo, int(r.Response.Index)+1) {
+		return nil, nil // a corrupting dealer (tests) does not justify
+	}
+	if len(j.Justification.Signature) == 0 {
+		// kyber leaves a leaving dealer's justification unsigned; every
+		// justification on the wire is signed by its dealer.
+		if j.Justification.Signature, err = schnorr.Sign(g2suite, d.cfg.Key.s, j.Justification.Hash(g2suite)); err != nil {
+			return nil, fmt.Errorf("crypto: sign justification: %w", err)
+		}
+	}
+	return EncodeDKGJustification(j)
+}
+
+// dealerKey returns the ceremony public key of a 0-based dealer index.
+func (d *DKG) dealerKey(i uint32) (kyber.Point, bool) {
+	keys := d.cfg.NewNodes
+	if d.resharing {
+		keys = d.cfg.OldNodes
+	}
+	if int(i) >= len(keys) {
+		return nil, false
+	}
+	p, err := decodeG2(keys[i][:])
+	return p, err == nil
+}
+
+// sessionID recomputes a VSS session ID as kyber does: SHA-256 of the
+// dealer key, the verifier keys, the commitments and t (little-endian u32).
+func (d *DKG) sessionID(dealer kyber.Point, commits []kyber.Point, t uint32) []byte {
+	h := g2suite.Hash()
+	_, _ = dealer.MarshalTo(h)
+	for _, k := range d.cfg.NewNodes {
+		h.Write(k[:])
+	}
+	for _, c := range commits {
+		_, _ = c.MarshalTo(h)
+	}
+	_ = binary.Write(h, binary.LittleEndian, t)
+	return h.Sum(nil)
+}
+
+// ProcessJustification processes a dealer's justification.
+func (d *DKG) ProcessJustification(b []byte) error {
+	j, err := DecodeDKGJustification(b)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pub, ok := d.dealerKey(j.Index)
+	if !ok {
+		return fmt.Errorf("%w: justification of unknown dealer %d", ErrDKGMessage, j.Index+1)
+	}
+	if err := schnorr.Verify(g2suite, pub, j.Justification.Hash(g2suite), j.Justification.Signature); err != nil {
+		return fmt.Errorf("%w: justification of dealer %d: bad signature", ErrDKGMessage, j.Index+1)
+	}
+	if sid, ok := d.missing[j.Index]; ok && int(j.Justification.Index) == d.newIdx {
+		// We never saw this deal: it must be the one the others saw.
+		dl := j.Justification.Deal
+		if !bytes.Equal(dl.SessionID, sid) || !bytes.Equal(d.sessionID(pub, dl.Commitments, dl.T), sid) {
+			return fmt.Errorf("%w: justification of dealer %d does not match its deal's session", ErrDKGMessage, j.Index+1)
+		}
+	}
+	if err := d.gen.ProcessJustification(j); err != nil {
+		return fmt.Errorf("%w: justification of dealer %d: %v", ErrDKGMessage, j.Index+1, err)
+	}
+	if d.newIdx >= 0 && int(j.Justification.Index) == d.newIdx {
+		d.justified[j.Index] = j.Justification.Deal
+	}
+	return nil
+}
+
+// SetTimeout ends the ceremony's waiting: missing responses count as
+// absent, and deals with too many absent or unjustified complaints are
+// disqualified.
+func (d *DKG) SetTimeout() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.timedOut = true
+	d.gen.SetTimeout()
+}
+
+// Certified reports whether every deal is certified with every response
+// present, so the ceremony can end before its timeout.
+func (d *DKG) Certified() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen.Certified()
+}
+
+// QUAL returns the 1-based (old, when resharing) indices of the dealers
+// whose deals are certified, sorted.
+func (d *DKG) QUAL() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int
+	for _, i := range d.gen.QUAL() {
+		out = append(out, i+1)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Receives reports whether this member gets a new share.
+func (d *DKG) Receives() bool { return d.newIdx >= 0 }
+
+// Result returns this member's new share and the new group key. It needs
+// enough qualified deals (the threshold for a fresh DKG, the old threshold
+// for a resharing); call it after SetTimeout or once Certified. A
+// resharing keeps the group public key; Result checks that it did.
+func (d *DKG) Result() (*Share, *GroupKey, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.newIdx < 0 {
+		return nil, nil, fmt.Errorf("%w: this member receives no share", ErrDKGConfig)
+	}
+	var sh kyber.Scalar
+	var commits []kyber.Point
+	if d.resharing {
+		ks, err := d.gen.DistKeyShare()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrDKGNotQualified, err)
+		}
+		sh, commits = ks.Share.V, ks.Commits
+	} else {
+		var err error
+		if sh, commits, err = d.freshKey(); err != nil {
+			return nil, nil, err
+		}
+	}
+	gk, err := newGroupKey(len(d.cfg.NewNodes), commits)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &Share{index: d.newIdx + 1, v: sh}
+	if err := gk.CheckShare(s); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrDKGNotQualified, err)
+	}
+	if d.resharing && gk.PublicKey() != d.cfg.OldGroup.PublicKey() {
+		return nil, nil, fmt.Errorf("%w: resharing changed the group public key", ErrDKGNotQualified)
+	}
+	return s, gk, nil
+}
+
+// freshKey sums the qualified deals. It is kyber's dkgKey, except that a
+// deal revealed by a justification replaces the bad one kyber kept.
+func (d *DKG) freshKey() (kyber.Scalar, []kyber.Point, error) {
+	qual := d.gen.QUAL()
+	if len(qual) < d.cfg.Threshold {
+		return nil, nil, fmt.Errorf("%w: %d qualified dealers, need %d", ErrDKGNotQualified, len(qual), d.cfg.Threshold)
+	}
+	slices.Sort(qual)
+	sh := suite.G2().Scalar().Zero()
+	var pub *share.PubPoly
+	for _, i := range qual {
+		deal := d.justified[uint32(i)]
+		if deal == nil {
+			deal = d.gen.Verifiers()[uint32(i)].Deal()
+		}
+		if deal == nil || deal.SecShare == nil || len(deal.Commitments) != d.cfg.Threshold {
+			return nil, nil, fmt.Errorf("%w: no usable deal from qualified dealer %d", ErrDKGNotQualified, i+1)
+		}
+		sh = sh.Add(sh, deal.SecShare.V)
+		poly := share.NewPubPoly(suite.G2(), suite.G2().Point().Base(), deal.Commitments)
+		if pub == nil {
+			pub = poly
+			continue
+		}
+		var err error
+		if pub, err = pub.Add(poly); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrDKGNotQualified, err)
+		}
+	}
+	_, commits := pub.Info()
+	return sh, commits, nil
+}
+
+// recoverStream turns a readerStream panic back into an error.
+func recoverStream(err *error) {
+	if r := recover(); r != nil {
+		re, ok := r.(streamError)
+		if !ok {
+			panic(r)
+		}
+		*err = re.err
+	}
+}

@@ -1,0 +1,193 @@
+package crypto
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var writeDKGCorpus = flag.Bool("write-dkg-corpus", false, "rewrite the DKG decoders' seed corpus under testdata/fuzz")
+
+var dkgFuzzTargets = map[string]func([]byte) ([]byte, error){
+	"FuzzDecodeDKGDeal": func(b []byte) ([]byte, error) {
+		d, err := DecodeDKGDeal(b)
+		if err != nil {
+			if d != nil {
+				return nil, errors.New("non-nil deal with an error")
+			}
+			return nil, err
+		}
+		return EncodeDKGDeal(d)
+	},
+	"FuzzDecodeDKGResponse": func(b []byte) ([]byte, error) {
+		r, err := DecodeDKGResponse(b)
+		if err != nil {
+			if r != nil {
+				return nil, errors.New("non-nil response with an error")
+			}
+			return nil, err
+		}
+		return EncodeDKGResponse(r)
+	},
+	"FuzzDecodeDKGJustification": func(b []byte) ([]byte, error) {
+		j, err := DecodeDKGJustification(b)
+		if err != nil {
+			if j != nil {
+				return nil, errors.New("non-nil justification with an error")
+			}
+			return nil, err
+		}
+		return EncodeDKGJustification(j)
+	},
+}
+
+// dkgSeeds makes valid messages from a real 4-member ceremony with one
+// corrupted deal (so there is a complaint and a justification), and
+// invalid variants of each.
+func dkgSeeds(t testing.TB) map[string]map[string][]byte {
+	ms := newMembers(t, 4)
+	var dkgs []*DKG
+	for _, m := range ms {
+		d, err := NewDKG(DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
+		require.NoError(t, err)
+		dkgs = append(dkgs, d)
+	}
+	deals, _, err := dkgs[0].Deals()
+	require.NoError(t, err)
+	resp, err := dkgs[1].ProcessDeal(deals[2])
+	require.NoError(t, err)
+	// A complaint: member 3 gets a deal whose share is wrong.
+	dkgs[0].cfg.CorruptDealsTo = nil
+	bad, err := dkgs[0].gen.Deals()
+	require.NoError(t, err)
+	require.NoError(t, dkgs[0].corrupt(bad[2], 2))
+	badDeal, err := EncodeDKGDeal(bad[2])
+	require.NoError(t, err)
+	complaint, err := dkgs[2].ProcessDeal(badDeal)
+	require.NoError(t, err)
+	just, err := dkgs[0].ProcessResponse(complaint)
+	require.NoError(t, err)
+	require.NotNil(t, just)
+
+	variants := func(valid []byte, extra map[string][]byte) map[string][]byte {
+		out := map[string][]byte{
+			"valid":               valid,
+			"invalid-empty":       {},
+			"invalid-version":     append([]byte{9}, valid[1:]...),
+			"invalid-kind":        append([]byte{valid[0], 7}, valid[2:]...),
+			"invalid-truncated":   valid[:len(valid)-1],
+			"invalid-trailing":    append(bytes.Clone(valid), 0),
+			"invalid-index-range": append(append([]byte{valid[0], valid[1]}, 0xff, 0xff, 0xff, 0xff), valid[6:]...),
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	flip := func(b []byte, at int) []byte {
+		c := bytes.Clone(b)
+		c[at] ^= 0xff
+		return c
+	}
+	return map[string]map[string][]byte{
+		"FuzzDecodeDKGDeal": variants(deals[2], map[string][]byte{
+			"valid-corrupt-share": badDeal,
+			"invalid-dh-key":      flip(deals[2], 6),
+			"invalid-cipher-len":  flip(deals[2], 6+PublicKeySize+SchnorrSignatureSize+DKGNonceSize),
+		}),
+		"FuzzDecodeDKGResponse": variants(resp, map[string][]byte{
+			"valid-complaint": complaint,
+			"invalid-status":  func() []byte { c := bytes.Clone(resp); c[6+DKGSessionIDSize+4] = 2; return c }(),
+			"invalid-sig":     flip(resp, len(resp)-SchnorrSignatureSize),
+		}),
+		"FuzzDecodeDKGJustification": variants(just, map[string][]byte{
+			"invalid-share-scalar": func() []byte {
+				c := bytes.Clone(just)
+				copy(c[6+32+4+32+4:], bytes.Repeat([]byte{0xff}, ScalarSize))
+				return c
+			}(),
+			"invalid-commitment": flip(just, len(just)-SchnorrSignatureSize-10),
+		}),
+	}
+}
+
+func corpusPath(target, name string) string {
+	return filepath.Join("testdata", "fuzz", target, name)
+}
+
+// TestDKGSeedCorpus checks the committed seed corpus: every file decodes
+// exactly when its name says "valid". With -write-dkg-corpus it writes a
+// fresh corpus first (messages carry random nonces, so it differs from run
+// to run):
+//
+//	go test ./crypto -run TestDKGSeedCorpus -write-dkg-corpus
+func TestDKGSeedCorpus(t *testing.T) {
+	if *writeDKGCorpus {
+		for target, seeds := range dkgSeeds(t) {
+			require.NoError(t, os.MkdirAll(filepath.Join("testdata", "fuzz", target), 0o755))
+			for name, b := range seeds {
+				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
+				require.NoError(t, os.WriteFile(corpusPath(target, name), []byte(body), 0o644))
+			}
+		}
+	}
+	for target, decode := range dkgFuzzTargets {
+		entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", target))
+		require.NoError(t, err, "run: go test ./crypto -run TestDKGSeedCorpus -write-dkg-corpus")
+		var valid, invalid int
+		for _, e := range entries {
+			raw, err := os.ReadFile(corpusPath(target, e.Name()))
+			require.NoError(t, err)
+			b := parseCorpusFile(t, raw)
+			out, err := decode(b)
+			if strings.HasPrefix(e.Name(), "valid") {
+				valid++
+				require.NoError(t, err, "%s/%s", target, e.Name())
+				require.Equal(t, b, out, "%s/%s re-encodes differently", target, e.Name())
+			} else if strings.HasPrefix(e.Name(), "invalid") {
+				invalid++
+				require.ErrorIs(t, err, ErrMalformedDKGMessage, "%s/%s", target, e.Name())
+			}
+		}
+		require.Positive(t, valid, target)
+		require.Positive(t, invalid, target)
+	}
+}
+
+func parseCorpusFile(t *testing.T, raw []byte) []byte {
+	lines := strings.SplitN(string(raw), "\n", 3)
+	require.Len(t, lines, 3)
+	require.Equal(t, "go test fuzz v1", lines[0])
+	lit := strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")")
+	s, err := strconv.Unquote(lit)
+	require.NoError(t, err)
+	return []byte(s)
+}
+
+func fuzzDKG(f *testing.F, target string) {
+	decode := dkgFuzzTargets[target]
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedDKGMessage) {
+				t.Fatalf("error %v is not ErrMalformedDKGMessage", err)
+			}
+			return
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("decode then encode changed the bytes:\n%x\n%x", b, out)
+		}
+	})
+}
+
+func FuzzDecodeDKGDeal(f *testing.F)          { fuzzDKG(f, "FuzzDecodeDKGDeal") }
+func FuzzDecodeDKGResponse(f *testing.F)      { fuzzDKG(f, "FuzzDecodeDKGResponse") }
+func FuzzDecodeDKGJustification(f *testing.F) { fuzzDKG(f, "FuzzDecodeDKGJustification") }

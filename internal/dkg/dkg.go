@@ -1,0 +1,1173 @@
+// Package dkg runs Palisade's distributed key generation and resharing
+// ceremonies over libp2p. The cryptography (kyber's Pedersen DKG over bn256
+// G2) lives in package crypto; this package moves its messages between
+// members, enforces phase timeouts, reports who is missing, keeps crash
+// state and writes each member's node directory.
+//
+// The ceremony is pull-based: each member serves, on ProtoFetch, what it
+// has for each phase (its signed ceremony key and the keys it relays, the
+// deal for the asking member, its responses and justifications, and finally
+// the hash of cluster.json), and polls every other member until it has what
+// it needs or the phase times out. Senders therefore never need to know
+// whether a receiver is up; a member that starts late or restarts simply
+// asks again. Only listed members can connect (connection gater), the
+// channel is authenticated by Noise, and nothing on the protocol accepts
+// commands.
+//
+// Phases: keys (each member's fresh per-ceremony DKG key, signed by its
+// libp2p identity), deals (point to point, encrypted by kyber), responses
+// (broadcast by relay), complaints (about deals a member never got),
+// justifications (broadcast by relay), hash (every member compares the
+// SHA-256 of the cluster.json it built).
+package dkg
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	lproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Errors callers can branch on.
+var (
+	// ErrBadMemberList reports a member list that is malformed or
+	// inconsistent.
+	ErrBadMemberList = errors.New("dkg: bad member list")
+	// ErrTooFewMembers reports a ceremony that cannot complete because too
+	// many members stayed silent or misbehaved; the message names them.
+	ErrTooFewMembers = errors.New("dkg: too few members took part")
+	// ErrDiverged reports members that ended with different views of the
+	// ceremony (another member list, key set or cluster.json).
+	ErrDiverged = errors.New("dkg: members disagree")
+	// ErrState reports a crash-state file that belongs to another ceremony
+	// or an output directory that already holds a key.
+	ErrState = errors.New("dkg: ceremony state")
+)
+
+// StateFileName is the crash-state file kept (mode 0600) in the output
+// directory while a ceremony runs. It holds the member's ceremony key and
+// dealer seed, so a restarted member deals exactly the same shares again.
+const StateFileName = "dkg-state.json"
+
+// EraBits is the width of an epoch era: every resharing moves the cluster's
+// epoch floor up to the next multiple of 1<<EraBits (see
+// docs/design-notes.md, "Resharing and epochs").
+const EraBits = 48
+
+// Config configures one member's side of a ceremony.
+type Config struct {
+	// Members is the new member list (identical at every member).
+	Members *MemberList
+	// Identity is this member's libp2p identity.
+	Identity lcrypto.PrivKey
+	// OutDir is the node directory to write (cluster.json, share.key,
+	// identity.key, node.json), also where the crash state lives. A member
+	// that leaves in a resharing writes nothing there but the state.
+	OutDir string
+	// Listen overrides the addresses this member listens on during the
+	// ceremony (default: its ceremony or node addresses from the lists).
+	Listen []string
+	// NodeListen overrides the listen addresses written to node.json
+	// (default: the member's addresses in the member list).
+	NodeListen []string
+	// Progress receives one line per phase event (default: discarded).
+	Progress io.Writer
+	// PhaseTimeout bounds each phase (default 60 s).
+	PhaseTimeout time.Duration
+	// PollInterval is how often a member asks its peers again (default
+	// 200 ms).
+	PollInterval time.Duration
+	// Restart discards a crash state of this ceremony and starts over
+	// with a new ceremony key (the other members must restart too).
+	Restart bool
+
+	// OldCluster is, for a resharing, the current cluster file (trusted).
+	OldCluster *protocol.Cluster
+	// OldShare is, for a resharing, this member's current share (old
+	// members only).
+	OldShare *crypto.Share
+
+	// Rand supplies the ceremony key and dealer seed (default
+	// crypto/rand).
+	Rand io.Reader
+	// CorruptDeals, tests only, makes this member send bad deals to one
+	// other member and never justify them.
+	CorruptDeals bool
+	// WithholdDeal, tests only, makes this member never give its deal to
+	// one other member (it still justifies when that member complains).
+	WithholdDeal bool
+}
+
+// Result is what a member's ceremony produced.
+type Result struct {
+	// Cluster is the new cluster file; ClusterHash the SHA-256 of its
+	// canonical bytes (identical at every member).
+	Cluster     protocol.ClusterFile
+	ClusterHash [32]byte
+	// Index is this member's share index (0 for a member that left).
+	Index int
+	// Silent lists participants that never published a ceremony key;
+	// Excluded lists dealers whose deals were not qualified (bad, missing
+	// or unjustified), as "index peerID" strings.
+	Silent, Excluded []string
+	// Diverged lists members that reported another cluster.json hash
+	// (faulty or Byzantine; at least t members agreed with this one).
+	Diverged []string
+	// Resumed reports that the ceremony resumed from crash state.
+	Resumed bool
+}
+
+// participant is one member of the ceremony (old, new or both).
+type participant struct {
+	id     peer.ID
+	oldIdx int // 1-based, 0 if not an old member
+	newIdx int // 1-based, 0 if not a new member
+	addrs  []string
+}
+
+func (p *participant) String() string {
+	switch {
+	case p.newIdx > 0:
+		return fmt.Sprintf("node%d (%s)", p.newIdx, p.id)
+	default:
+		return fmt.Sprintf("old node%d (%s)", p.oldIdx, p.id)
+	}
+}
+
+// runner is one member's ceremony.
+type runner struct {
+	cfg      Config
+	self     peer.ID
+	me       *participant
+	parts    []*participant // every participant, old then new-only
+	byID     map[peer.ID]*participant
+	ceremony [32]byte
+	h        host.Host
+	out      io.Writer
+	key      *crypto.DKGKey
+	seed     [crypto.DKGSeedSize]byte
+
+	mu         sync.Mutex
+	keys       map[peer.ID]keyRecord
+	keySet     [32]byte
+	keySetDone bool
+	deals      map[peer.ID][]byte // deals this member made, by recipient
+	dealsDone  bool
+	responses  map[[2]uint32][]byte // (dealer, responder) -> response
+	respDone   bool
+	justifs    map[[32]byte][]byte
+	justDone   bool
+	complaints [][]byte // this member's complaints about missing deals
+	complDone  bool
+	hash       *[32]byte
+	hashFetch  map[peer.ID]bool
+	justFetch  map[peer.ID]bool
+}
+
+// Run runs the ceremony for one member until it completes, fails or ctx
+// ends. It prints progress to cfg.Progress.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	resumed, err := r.loadState()
+	if err != nil {
+		return nil, err
+	}
+	gater := p2p.NewGater()
+	for _, p := range r.parts {
+		gater.Allow(p.id)
+	}
+	listen := cfg.Listen
+	if len(listen) == 0 {
+		listen = r.me.addrs
+	}
+	h, err := p2p.NewHost(cfg.Identity, listen, gater)
+	if err != nil {
+		return nil, fmt.Errorf("dkg: %w", err)
+	}
+	defer h.Close()
+	r.h = h
+	for _, p := range r.parts {
+		if p.id != r.self {
+			if err := p2p.AddPeer(h, p.id, p.addrs); err != nil {
+				return nil, fmt.Errorf("dkg: %w", err)
+			}
+		}
+	}
+	h.SetStreamHandler(lproto.ID(ProtoFetch), r.serve)
+	defer h.RemoveStreamHandler(lproto.ID(ProtoFetch))
+	res, err := r.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Resumed = resumed
+	return res, nil
+}
+
+func newRunner(cfg Config) (*runner, error) {
+	if cfg.Members == nil || cfg.Identity == nil || cfg.OutDir == "" {
+		return nil, errors.New("dkg: member list, identity and output directory are required")
+	}
+	if err := cfg.Members.check(); err != nil {
+		return nil, err
+	}
+	if cfg.PhaseTimeout <= 0 {
+		cfg.PhaseTimeout = 60 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = crand.Reader
+	}
+	self, err := peer.IDFromPrivateKey(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("dkg: identity: %w", err)
+	}
+	r := &runner{cfg: cfg, self: self, out: cfg.Progress, byID: map[peer.ID]*participant{},
+		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[[2]uint32][]byte{},
+		justifs: map[[32]byte][]byte{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
+	add := func(id string, oldIdx, newIdx int, addrs []string) error {
+		pid, err := peer.Decode(id)
+		if err != nil {
+			return fmt.Errorf("%w: peer ID %q: %v", ErrBadMemberList, id, err)
+		}
+		if a, ok := cfg.Members.CeremonyAddrs[id]; ok {
+			addrs = a
+		}
+		if p := r.byID[pid]; p != nil {
+			p.newIdx = newIdx
+			if _, ok := cfg.Members.CeremonyAddrs[id]; !ok {
+				p.addrs = addrs
+			}
+			return nil
+		}
+		p := &participant{id: pid, oldIdx: oldIdx, newIdx: newIdx, addrs: addrs}
+		r.parts = append(r.parts, p)
+		r.byID[pid] = p
+		return nil
+	}
+	h := sha256.New()
+	h.Write([]byte("palisade/dkg/ceremony/v1\x00"))
+	h.Write(cfg.Members.canonical())
+	if oc := cfg.OldCluster; oc != nil {
+		if oc.File.Name != cfg.Members.Name {
+			return nil, fmt.Errorf("%w: resharing keeps the cluster name %q, member list says %q", ErrBadMemberList, oc.File.Name, cfg.Members.Name)
+		}
+		oh, _, err := ClusterHash(oc.File)
+		if err != nil {
+			return nil, err
+		}
+		h.Write(oh[:])
+		for _, n := range oc.File.Nodes {
+			if err := add(n.PeerID, n.Index, 0, n.Addrs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i, m := range cfg.Members.Members {
+		if err := add(m.PeerID, 0, i+1, m.Addrs); err != nil {
+			return nil, err
+		}
+	}
+	copy(r.ceremony[:], h.Sum(nil))
+	r.me = r.byID[self]
+	if r.me == nil {
+		return nil, fmt.Errorf("%w: this identity (%s) is not a member", ErrBadMemberList, self)
+	}
+	if cfg.OldCluster != nil && r.me.oldIdx > 0 && cfg.OldShare == nil {
+		return nil, fmt.Errorf("dkg: old member %s must give its old share", r.me)
+	}
+	if cfg.OldCluster == nil && cfg.OldShare != nil {
+		return nil, errors.New("dkg: an old share needs the old cluster file")
+	}
+	return r, nil
+}
+
+// ceremonyState is the crash-state file.
+type ceremonyState struct {
+	Ceremony string `json:"ceremony"`
+	Key      string `json:"dkg_key"`
+	Seed     string `json:"seed"`
+}
+
+// loadState resumes from crash state, or creates it.
+func (r *runner) loadState() (resumed bool, err error) {
+	if err := os.MkdirAll(r.cfg.OutDir, 0o700); err != nil {
+		return false, fmt.Errorf("dkg: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.cfg.OutDir, node.ShareFileName)); err == nil {
+		return false, fmt.Errorf("%w: %s already holds a share: the ceremony is complete (use an empty directory for a new one)", ErrState, r.cfg.OutDir)
+	}
+	for _, name := range []string{node.IdentityFileName, node.ClusterFileName, node.NodeFileName} {
+		if _, err := os.Stat(filepath.Join(r.cfg.OutDir, name)); err == nil {
+			return false, fmt.Errorf("%w: %s already holds %s: the ceremony writes a whole node directory, give it an empty one (keep the identity file elsewhere)", ErrState, r.cfg.OutDir, name)
+		}
+	}
+	path := filepath.Join(r.cfg.OutDir, StateFileName)
+	cid := hex.EncodeToString(r.ceremony[:])
+	b, err := p2p.ReadSecret(path)
+	switch {
+	case err == nil && r.cfg.Restart:
+		if err := eraseFile(path); err != nil {
+			return false, err
+		}
+		fmt.Fprintf(r.out, "dkg: restarting cleanly: discarded the state of the interrupted ceremony; every other member must restart too (with --restart if it also kept state)\n")
+	case err == nil:
+		var st ceremonyState
+		if err := json.Unmarshal(b, &st); err != nil {
+			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
+		}
+		if st.Ceremony != cid {
+			return false, fmt.Errorf("%w: %s belongs to another ceremony (another member list or old cluster); run with --restart to discard it", ErrState, path)
+		}
+		kb, err1 := hex.DecodeString(st.Key)
+		sb, err2 := hex.DecodeString(st.Seed)
+		if err := errors.Join(err1, err2); err != nil || len(sb) != crypto.DKGSeedSize {
+			return false, fmt.Errorf("%w: %s is corrupt", ErrState, path)
+		}
+		if r.key, err = crypto.ParseDKGKey(kb); err != nil {
+			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
+		}
+		copy(r.seed[:], sb)
+		fmt.Fprintf(r.out, "dkg: resuming ceremony %s from %s: same ceremony key, same deals; the other members need do nothing if they are still running\n", cid[:16], path)
+		return true, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return false, fmt.Errorf("dkg: %w", err)
+	}
+	if r.key, err = crypto.GenerateDKGKey(r.cfg.Rand); err != nil {
+		return false, err
+	}
+	if _, err := io.ReadFull(r.cfg.Rand, r.seed[:]); err != nil {
+		return false, fmt.Errorf("dkg: seed: %w", err)
+	}
+	kb, _ := r.key.MarshalBinary()
+	st, _ := json.Marshal(ceremonyState{Ceremony: cid, Key: hex.EncodeToString(kb), Seed: hex.EncodeToString(r.seed[:])})
+	if err := p2p.WriteSecret(path, st); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(r.out, "dkg: ceremony %s: %d participants, this member is %s\n", cid[:16], len(r.parts), r.me)
+	return false, nil
+}
+
+// eraseFile overwrites a secret file with zeros, syncs and removes it.
+func eraseFile(path string) error {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dkg: erase %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("dkg: erase %s: %w", path, err)
+	}
+	_, werr := f.Write(make([]byte, st.Size()))
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return fmt.Errorf("dkg: erase %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("dkg: erase %s: %w", path, err)
+	}
+	return nil
+}
+
+// EraseShare overwrites and removes a node directory's share file, for an
+// old member after a resharing: its old share still signs for the same
+// group key, so it must not survive.
+func EraseShare(dir string) error { return eraseFile(filepath.Join(dir, node.ShareFileName)) }
+
+func (r *runner) printf(format string, args ...any) {
+	fmt.Fprintf(r.out, format+"\n", args...)
+}
+
+// run drives the phases.
+func (r *runner) run(ctx context.Context) (*Result, error) {
+	// Phase 1: ceremony keys.
+	own := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: r.key.Public()}
+	sig, err := r.cfg.Identity.Sign(own.signedBytes())
+	if err != nil {
+		return nil, fmt.Errorf("dkg: sign ceremony key: %w", err)
+	}
+	own.Sig = sig
+	r.mu.Lock()
+	r.keys[r.self] = own
+	r.mu.Unlock()
+	others := r.others(r.parts)
+	if err := r.phase(ctx, "keys", others, func(ctx context.Context, p *participant) bool {
+		return r.fetchKeys(ctx, p)
+	}, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.keys[p.id]
+		return ok
+	}); err != nil {
+		return nil, err
+	}
+	present, silent := r.present()
+	res := &Result{Index: r.me.newIdx}
+	for _, p := range silent {
+		res.Silent = append(res.Silent, p.String())
+	}
+	if err := r.enough(present, silent); err != nil {
+		return nil, err
+	}
+	cd, err := r.newDKG()
+	if err != nil {
+		return nil, err
+	}
+
+	// Phase 2: deals.
+	deals, ownResp, err := cd.Deals()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	for i, d := range deals {
+		r.deals[r.newByIndex(i).id] = d
+	}
+	if ownResp != nil {
+		r.addResponse(ownResp)
+	}
+	r.dealsDone = true
+	r.mu.Unlock()
+	var dealers []*participant
+	for _, p := range present {
+		if p.id != r.self && r.isDealer(p) {
+			dealers = append(dealers, p)
+		}
+	}
+	got := map[peer.ID]bool{}
+	var gotMu sync.Mutex
+	if r.me.newIdx > 0 {
+		if err := r.phase(ctx, "deals", dealers, func(ctx context.Context, p *participant) bool {
+			st, payload := r.fetch(ctx, p, kindDeal)
+			switch st {
+			case statusNone:
+				return true
+			case statusOK:
+			default:
+				return false
+			}
+			resp, err := cd.ProcessDeal(payload)
+			if err != nil {
+				r.printf("dkg: deal from %s refused: %v", p, err)
+				return true
+			}
+			gotMu.Lock()
+			got[p.id] = true
+			gotMu.Unlock()
+			r.mu.Lock()
+			r.addResponse(resp)
+			r.mu.Unlock()
+			return true
+		}, nil); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	r.respDone = true
+	r.mu.Unlock()
+
+	// Phase 3: responses.
+	presentOthers := r.others(present)
+	if err := r.phase(ctx, "responses", presentOthers, func(ctx context.Context, p *participant) bool {
+		st, payload := r.fetch(ctx, p, kindResponses)
+		if st != statusOK {
+			return false
+		}
+		items, err := decodeList(payload)
+		if err != nil {
+			r.printf("dkg: responses from %s: %v", p, err)
+			return true
+		}
+		for _, it := range items {
+			r.mu.Lock()
+			isNew := r.addResponse(it)
+			r.mu.Unlock()
+			if !isNew {
+				continue
+			}
+			j, err := cd.ProcessResponse(it)
+			if err != nil || j == nil {
+				continue
+			}
+			r.mu.Lock()
+			r.justifs[sha256.Sum256(j)] = j
+			r.mu.Unlock()
+		}
+		return true
+	}, nil); err != nil {
+		return nil, err
+	}
+	// Our own responses and the ones relayed before we finished may
+	// concern our deal: process everything we hold once more (duplicates
+	// are refused by kyber and ignored here).
+	r.mu.Lock()
+	all := make([][]byte, 0, len(r.responses))
+	for _, v := range r.responses {
+		all = append(all, v)
+	}
+	r.mu.Unlock()
+	for _, it := range all {
+		if j, err := cd.ProcessResponse(it); err == nil && j != nil {
+			r.mu.Lock()
+			r.justifs[sha256.Sum256(j)] = j
+			r.mu.Unlock()
+		}
+	}
+
+	// Phase 4: complaints about deals this member never got (or could not
+	// open): the dealer must then justify, for everyone to see, or be
+	// excluded everywhere.
+	if r.me.newIdx > 0 {
+		for _, p := range dealers {
+			if got[p.id] {
+				continue
+			}
+			sid := r.sessionOf(uint32(r.dealerIndex(p) - 1))
+			if sid == nil {
+				continue // nobody got a deal from it: excluded everywhere
+			}
+			c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
+			if err != nil {
+				r.printf("dkg: cannot complain about %s: %v", p, err)
+				continue
+			}
+			r.mu.Lock()
+			r.complaints = append(r.complaints, c)
+			r.addResponse(c)
+			r.mu.Unlock()
+			r.printf("dkg: complained that %s sent no usable deal", p)
+		}
+	}
+	r.mu.Lock()
+	r.complDone = true
+	r.mu.Unlock()
+	if err := r.phase(ctx, "complaints", presentOthers, func(ctx context.Context, p *participant) bool {
+		st, payload := r.fetch(ctx, p, kindComplaints)
+		if st != statusOK {
+			return false
+		}
+		items, err := decodeList(payload)
+		if err != nil {
+			r.printf("dkg: complaints from %s: %v", p, err)
+			return true
+		}
+		for _, it := range items {
+			r.mu.Lock()
+			isNew := r.addResponse(it)
+			r.mu.Unlock()
+			if !isNew {
+				continue
+			}
+			if j, err := cd.ProcessResponse(it); err == nil && j != nil {
+				r.mu.Lock()
+				r.justifs[sha256.Sum256(j)] = j
+				r.mu.Unlock()
+			}
+		}
+		return true
+	}, nil); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.justDone = true
+	r.mu.Unlock()
+
+	// Phase 5: justifications.
+	if err := r.phase(ctx, "justifications", presentOthers, func(ctx context.Context, p *participant) bool {
+		st, payload := r.fetch(ctx, p, kindJustifications)
+		if st != statusOK {
+			return false
+		}
+		items, err := decodeList(payload)
+		if err != nil {
+			r.printf("dkg: justifications from %s: %v", p, err)
+			return true
+		}
+		for _, it := range items {
+			r.mu.Lock()
+			k := sha256.Sum256(it)
+			_, seen := r.justifs[k]
+			r.justifs[k] = it
+			r.mu.Unlock()
+			if !seen {
+				if err := cd.ProcessJustification(it); err != nil {
+					r.printf("dkg: justification relayed by %s refused: %v", p, err)
+				}
+			}
+		}
+		return true
+	}, nil); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	for _, it := range r.justifs {
+		_ = cd.ProcessJustification(it) // our own; duplicates are harmless
+	}
+	// A justification may have given us a deal we never got: the other
+	// members' responses to it can be processed now.
+	all = all[:0]
+	for _, v := range r.responses {
+		all = append(all, v)
+	}
+	r.mu.Unlock()
+	for _, it := range all {
+		_, _ = cd.ProcessResponse(it) // duplicates are refused by kyber
+	}
+	cd.SetTimeout()
+	qual := cd.QUAL()
+	for _, p := range r.parts {
+		if r.isDealer(p) && !slices.Contains(qual, r.dealerIndex(p)) {
+			res.Excluded = append(res.Excluded, p.String())
+		}
+	}
+	r.printf("dkg: qualified dealers %v; excluded: %s", qual, orNone(res.Excluded))
+
+	if r.me.newIdx == 0 {
+		// A leaving old member: nothing to receive. Keep serving until the
+		// new members have fetched what they need.
+		r.linger(ctx, r.newOthers(present), func(p *participant) bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.justFetch[p.id]
+		})
+		if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	sh, gk, err := cd.Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; excluded dealers: %s; silent: %s", ErrTooFewMembers, err, orNone(res.Excluded), orNone(res.Silent))
+	}
+	cf := protocol.NewClusterFile(r.cfg.Members.Name, gk, r.cfg.Members.nodes(), r.cfg.Members.Clients)
+	if r.cfg.Members.MaxEpochStep != 0 {
+		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
+	}
+	if oc := r.cfg.OldCluster; oc != nil {
+		cf.EpochFloor = NextEpochFloor(oc.File.EpochFloor)
+	}
+	if _, err := protocol.NewCluster(cf); err != nil {
+		return nil, fmt.Errorf("dkg: new cluster file: %w", err)
+	}
+	hash, _, err := ClusterHash(cf)
+	if err != nil {
+		return nil, err
+	}
+	res.Cluster, res.ClusterHash = cf, hash
+	r.mu.Lock()
+	r.hash = &hash
+	r.mu.Unlock()
+
+	// Phase 6: compare cluster.json hashes.
+	newOthers := r.newOthers(present)
+	hashes := map[peer.ID][32]byte{}
+	var hmu sync.Mutex
+	if err := r.phase(ctx, "hash", newOthers, func(ctx context.Context, p *participant) bool {
+		st, payload := r.fetch(ctx, p, kindHash)
+		if st != statusOK || len(payload) != 32 {
+			return false
+		}
+		hmu.Lock()
+		hashes[p.id] = [32]byte(payload)
+		hmu.Unlock()
+		return true
+	}, nil); err != nil {
+		return nil, err
+	}
+	agree := 1
+	var differ []string
+	for _, p := range newOthers {
+		if h, ok := hashes[p.id]; ok {
+			if h == hash {
+				agree++
+			} else {
+				differ = append(differ, p.String())
+			}
+		}
+	}
+	if t := r.cfg.Members.T(); agree < t {
+		if len(differ) > 0 {
+			return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", ErrDiverged, agree, hash[:8], t, strings.Join(differ, ", "))
+		}
+		return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d", ErrTooFewMembers, agree, hash[:8], t)
+	}
+	if len(differ) > 0 {
+		// t members (f+1 of them honest) agree: the others are faulty or
+		// Byzantine and must not be trusted with this cluster.
+		r.printf("dkg: WARNING: cluster.json hash differs at %s: treat them as faulty", strings.Join(differ, ", "))
+		res.Diverged = differ
+	}
+	listen := r.cfg.NodeListen
+	if len(listen) == 0 {
+		listen = r.cfg.Members.Members[r.me.newIdx-1].Addrs
+	}
+	if err := node.WriteDir(r.cfg.OutDir, cf, sh, r.cfg.Identity, listen); err != nil {
+		return nil, err
+	}
+	r.printf("dkg: done: share %d of %d, t=%d; cluster.json sha256 %x (confirmed by %d members)", sh.Index(), gk.N(), gk.Threshold(), hash, agree)
+	// Keep serving until every present member fetched our hash.
+	r.linger(ctx, newOthers, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.hashFetch[p.id]
+	})
+	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// NextEpochFloor is the epoch floor after a resharing from a cluster whose
+// floor is prev: the start of the next era (prev + 1<<EraBits, rounded
+// down to a multiple of it).
+func NextEpochFloor(prev uint64) uint64 {
+	return (prev>>EraBits + 1) << EraBits
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// enough fails the ceremony early when too few members published keys.
+func (r *runner) enough(present, silent []*participant) error {
+	var newN, oldN int
+	for _, p := range present {
+		if p.newIdx > 0 {
+			newN++
+		}
+		if p.oldIdx > 0 {
+			oldN++
+		}
+	}
+	names := make([]string, len(silent))
+	for i, p := range silent {
+		names[i] = p.String()
+	}
+	if t := r.cfg.Members.T(); newN < t {
+		return fmt.Errorf("%w: %d of %d new members answered, need t=%d; silent: %s", ErrTooFewMembers, newN, len(r.cfg.Members.Members), t, orNone(names))
+	}
+	if oc := r.cfg.OldCluster; oc != nil && oldN < oc.Key.Threshold() {
+		return fmt.Errorf("%w: %d of %d old members answered, need their old t=%d; silent: %s", ErrTooFewMembers, oldN, oc.Key.N(), oc.Key.Threshold(), orNone(names))
+	}
+	return nil
+}
+
+// present splits participants into those whose key we hold and the silent.
+func (r *runner) present() (present, silent []*participant) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := sha256.New()
+	for _, p := range r.parts {
+		if k, ok := r.keys[p.id]; ok {
+			present = append(present, p)
+			h.Write(k.Key[:])
+		} else {
+			silent = append(silent, p)
+			h.Write(make([]byte, crypto.PublicKeySize))
+		}
+	}
+	copy(r.keySet[:], h.Sum(nil))
+	r.keySetDone = true
+	return present, silent
+}
+
+func (r *runner) keyOf(p *participant) crypto.PublicKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.keys[p.id]; ok {
+		return k.Key
+	}
+	return crypto.PlaceholderDKGKey(append(r.ceremony[:], p.id...))
+}
+
+func (r *runner) newDKG() (*crypto.DKG, error) {
+	c := crypto.DKGConfig{Key: r.key, Seed: r.seed, Threshold: r.cfg.Members.T()}
+	for _, m := range r.cfg.Members.Members {
+		pid, _ := peer.Decode(m.PeerID)
+		c.NewNodes = append(c.NewNodes, r.keyOf(r.byID[pid]))
+	}
+	if oc := r.cfg.OldCluster; oc != nil {
+		c.OldGroup = oc.Key
+		c.Share = r.cfg.OldShare
+		for _, n := range oc.File.Nodes {
+			pid, _ := peer.Decode(n.PeerID)
+			c.OldNodes = append(c.OldNodes, r.keyOf(r.byID[pid]))
+		}
+	}
+	if r.cfg.CorruptDeals {
+		c.CorruptDealsTo = []int{r.victim()}
+	}
+	d, err := crypto.NewDKG(c)
+	if err != nil {
+		return nil, fmt.Errorf("dkg: %w", err)
+	}
+	return d, nil
+}
+
+// victim is the new index of the member the test hooks cheat: the first
+// other new member.
+func (r *runner) victim() int {
+	for _, p := range r.parts {
+		if p.newIdx > 0 && p.id != r.self {
+			return p.newIdx
+		}
+	}
+	return 0
+}
+
+func (r *runner) isDealer(p *participant) bool {
+	if r.cfg.OldCluster != nil {
+		return p.oldIdx > 0
+	}
+	return p.newIdx > 0
+}
+
+// dealerIndex is p's 1-based index among the dealers.
+func (r *runner) dealerIndex(p *participant) int {
+	if r.cfg.OldCluster != nil {
+		return p.oldIdx
+	}
+	return p.newIdx
+}
+
+func (r *runner) newByIndex(i int) *participant {
+	pid, _ := peer.Decode(r.cfg.Members.Members[i-1].PeerID)
+	return r.byID[pid]
+}
+
+func (r *runner) others(ps []*participant) []*participant {
+	var out []*participant
+	for _, p := range ps {
+		if p.id != r.self {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *runner) newOthers(ps []*participant) []*participant {
+	var out []*participant
+	for _, p := range r.others(ps) {
+		if p.newIdx > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sessionOf returns the session ID of dealer d's deal (0-based) that most
+// responders report, or nil if no response concerns it.
+func (r *runner) sessionOf(d uint32) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	count := map[string]int{}
+	for k, v := range r.responses {
+		if k[0] != d {
+			continue
+		}
+		if resp, err := crypto.DecodeDKGResponse(v); err == nil {
+			count[string(resp.Response.SessionID)]++
+		}
+	}
+	best, n := "", 0
+	for sid, c := range count {
+		if c > n || c == n && sid < best {
+			best, n = sid, c
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []byte(best)
+}
+
+// addResponse stores a response by (dealer, responder); it reports whether
+// it was new. r.mu must be held.
+func (r *runner) addResponse(b []byte) bool {
+	resp, err := crypto.DecodeDKGResponse(b)
+	if err != nil {
+		return false
+	}
+	k := [2]uint32{resp.Index, resp.Response.Index}
+	if _, ok := r.responses[k]; ok {
+		return false
+	}
+	r.responses[k] = b
+	return true
+}
+
+// phase polls every peer in ps with fetch until fetch reports done for
+// each, the phase times out, or ctx ends; it prints who is missing.
+// haveFn, if not nil, also counts a peer as done (for relayed keys).
+func (r *runner) phase(parent context.Context, name string, ps []*participant, fetch func(context.Context, *participant) bool, haveFn func(*participant) bool) error {
+	ctx, cancel := context.WithTimeout(parent, r.cfg.PhaseTimeout)
+	defer cancel()
+	done := map[peer.ID]bool{}
+	missing := func() []string {
+		var out []string
+		for _, p := range ps {
+			if !done[p.id] && (haveFn == nil || !haveFn(p)) {
+				out = append(out, p.String())
+			}
+		}
+		return out
+	}
+	r.printf("dkg: phase %s: waiting for %d members", name, len(ps))
+	last := ""
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		var wg sync.WaitGroup
+		ok := make([]bool, len(ps))
+		for i, p := range ps {
+			if done[p.id] {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, ccancel := context.WithTimeout(ctx, max(r.cfg.PollInterval*5, time.Second))
+				ok[i] = fetch(cctx, p)
+				ccancel()
+			}()
+		}
+		wg.Wait()
+		for i, p := range ps {
+			if ok[i] {
+				done[p.id] = true
+			}
+		}
+		m := missing()
+		if len(m) == 0 {
+			r.printf("dkg: phase %s: complete", name)
+			return nil
+		}
+		if s := strings.Join(m, ", "); s != last {
+			r.printf("dkg: phase %s: %d/%d answered; still missing: %s", name, len(ps)-len(m), len(ps), s)
+			last = s
+		}
+		select {
+		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("dkg: interrupted in phase %s (run the same command again to resume): %w", name, err)
+			}
+			r.printf("dkg: phase %s: timed out; no answer from: %s", name, strings.Join(m, ", "))
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// linger keeps serving until done reports true for every peer, or one
+// phase timeout passes.
+func (r *runner) linger(ctx context.Context, ps []*participant, done func(*participant) bool) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.PhaseTimeout)
+	defer cancel()
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		all := true
+		for _, p := range ps {
+			all = all && done(p)
+		}
+		if all {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// fetchKeys asks p for every ceremony key it holds and keeps the valid ones.
+func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
+	st, payload := r.fetch(ctx, p, kindKeys)
+	if st != statusOK {
+		return false
+	}
+	items, err := decodeList(payload)
+	if err != nil {
+		return false
+	}
+	for _, it := range items {
+		k, err := parseKeyRecord(it)
+		if err != nil || k.Ceremony != r.ceremony {
+			continue
+		}
+		pid, err := peer.Decode(k.PeerID)
+		if err != nil || r.byID[pid] == nil {
+			continue
+		}
+		r.mu.Lock()
+		have, ok := r.keys[pid]
+		r.mu.Unlock()
+		if ok && have.Key == k.Key {
+			continue // already verified
+		}
+		pub, err := pid.ExtractPublicKey()
+		if err != nil {
+			continue
+		}
+		if ok, err := pub.Verify(k.signedBytes(), k.Sig); err != nil || !ok {
+			continue
+		}
+		r.mu.Lock()
+		if old, ok := r.keys[pid]; ok && old.Key != k.Key && !r.keySetDone {
+			r.printf("dkg: %s published two ceremony keys; keeping the first", r.byID[pid])
+		} else if !ok && !r.keySetDone {
+			r.keys[pid] = k
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.keys[p.id]
+	return ok
+}
+
+// fetch sends one request to p and returns the reply's status and payload;
+// a failed exchange is statusNotReady.
+func (r *runner) fetch(ctx context.Context, p *participant, kind uint8) (uint8, []byte) {
+	req := request{Ceremony: r.ceremony, Kind: kind}
+	if kind != kindKeys {
+		r.mu.Lock()
+		req.KeySet = r.keySet
+		r.mu.Unlock()
+	}
+	reply, err := call(ctx, r.h, p.id, req.marshal())
+	if err != nil || len(reply) == 0 {
+		return statusNotReady, nil
+	}
+	if reply[0] == statusWrong {
+		r.printf("dkg: %s is in another ceremony or has another key set: %s", p, string(reply[1:min(len(reply), 200)]))
+	}
+	return reply[0], reply[1:]
+}
+
+// serve answers one fetch request from a member.
+func (r *runner) serve(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+	from := s.Conn().RemotePeer()
+	b, err := readFrame(s, 128)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	req, err := parseRequest(b)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	reply := r.answer(from, req)
+	if err := writeFrame(s, reply); err != nil {
+		_ = s.Reset()
+	}
+}
+
+func (r *runner) answer(from peer.ID, req request) []byte {
+	wrong := func(msg string) []byte { return append([]byte{statusWrong}, msg...) }
+	if req.Ceremony != r.ceremony {
+		return wrong("ceremony ID differs: check that both run the same member list (and old cluster file)")
+	}
+	p := r.byID[from]
+	if p == nil {
+		return []byte{statusNone}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if req.Kind == kindKeys {
+		items := make([][]byte, 0, len(r.keys))
+		for _, q := range r.parts {
+			if k, ok := r.keys[q.id]; ok {
+				items = append(items, k.marshal())
+			}
+		}
+		return append([]byte{statusOK}, encodeList(items)...)
+	}
+	if !r.keySetDone {
+		return []byte{statusNotReady}
+	}
+	if req.KeySet != r.keySet {
+		return wrong("key set differs: members saw different members' keys; restart the ceremony")
+	}
+	switch req.Kind {
+	case kindDeal:
+		if !r.dealsDone {
+			return []byte{statusNotReady}
+		}
+		d, ok := r.deals[from]
+		if !ok || r.cfg.WithholdDeal && p.newIdx == r.victim() {
+			return []byte{statusNone}
+		}
+		return append([]byte{statusOK}, d...)
+	case kindResponses:
+		if !r.respDone {
+			return []byte{statusNotReady}
+		}
+		items := make([][]byte, 0, len(r.responses))
+		for _, v := range r.responses {
+			items = append(items, v)
+		}
+		return append([]byte{statusOK}, encodeList(items)...)
+	case kindJustifications:
+		if !r.justDone {
+			return []byte{statusNotReady}
+		}
+		r.justFetch[from] = true
+		items := make([][]byte, 0, len(r.justifs))
+		for _, v := range r.justifs {
+			items = append(items, v)
+		}
+		return append([]byte{statusOK}, encodeList(items)...)
+	case kindComplaints:
+		if !r.complDone {
+			return []byte{statusNotReady}
+		}
+		return append([]byte{statusOK}, encodeList(r.complaints)...)
+	case kindHash:
+		if r.hash == nil {
+			return []byte{statusNotReady}
+		}
+		r.hashFetch[from] = true
+		return append([]byte{statusOK}, r.hash[:]...)
+	}
+	return []byte{statusNone}
+}

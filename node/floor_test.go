@@ -1,0 +1,43 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// TestEpochFloor: after a resharing, a node treats every resource's last
+// epoch as at least the cluster's epoch floor: it never votes at or below
+// it, reports it in Status, and the MaxEpochStep window starts there.
+func TestEpochFloor(t *testing.T) {
+	const floor = uint64(1) << 48
+	r := stateRules
+	r.EpochFloor = floor
+	fresh := Record{Resource: stateRes}
+	old := Record{Resource: stateRes, LastEpoch: 7} // voted in the old era
+
+	for _, rec := range []Record{fresh, old} {
+		for _, e := range []uint64{1, 8, floor - 1, floor} {
+			o := r.Acquire(rec, "alice", e, 0, nil, stateAt(0))
+			require.Equal(t, protocol.KindRefuse, o.Kind, "epoch %d", e)
+			require.Equal(t, protocol.CodeStale, o.Code)
+			require.Equal(t, floor, o.Next.LastEpoch)
+		}
+		o := r.Acquire(rec, "alice", floor+r.MaxEpochStep+1, 0, nil, stateAt(0))
+		require.Equal(t, protocol.CodeTooFar, o.Code, "the step window starts at the floor")
+		o = r.Acquire(rec, "alice", floor+1, 0, nil, stateAt(0))
+		require.Equal(t, protocol.KindVote, o.Kind)
+		require.Equal(t, floor+1, o.Next.LastEpoch)
+		require.Equal(t, floor, r.Status(rec, stateAt(0)).LastEpoch)
+	}
+	// Above the floor nothing changes.
+	above := Record{Resource: stateRes, LastEpoch: floor + 5}
+	require.Equal(t, floor+5, r.Status(above, stateAt(0)).LastEpoch)
+	o := r.Acquire(above, "bob", floor+5, 0, nil, stateAt(time.Second))
+	require.Equal(t, protocol.CodeStale, o.Code)
+	// No floor: the old behaviour.
+	require.Equal(t, uint64(7), stateRules.Status(old, stateAt(0)).LastEpoch)
+}
