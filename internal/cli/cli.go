@@ -1,5 +1,6 @@
 // Package cli is the palisade command line: keygen, node, testnet,
-// acquire, verify, demo and help. cmd/palisade only calls Main.
+// acquire, verify, demo, identity, dkg, reshare, resource and help.
+// cmd/palisade only calls Main.
 //
 // Every command parses its flags with the standard flag package; a flag
 // not given on the command line is read from the environment variable
@@ -78,6 +79,29 @@ type Config struct {
 	Cycles int
 	// Contended makes bench's clients share one resource (--contended).
 	Contended bool
+	// Members is the member list file of dkg and reshare (--members). No
+	// default.
+	Members string
+	// OldDir is an old member's current node directory for reshare
+	// (--old-dir). No default.
+	OldDir string
+	// PhaseTimeout bounds each phase of dkg and reshare; 0 means 60s
+	// (--phase-timeout). Default 0.
+	PhaseTimeout time.Duration
+	// CeremonyListen overrides the comma-separated addresses dkg and
+	// reshare listen on (--ceremony-listen). Default: the member list's.
+	CeremonyListen string
+	// Restart makes dkg and reshare discard the crash state of an
+	// interrupted ceremony and start over (--restart).
+	Restart bool
+	// DKG makes testnet create its keys by distributed key generation
+	// instead of a dealer (--dkg).
+	DKG bool
+	// Data is the data directory of resource (--data). No default.
+	Data string
+	// Listen is the TCP address resource serves HTTP on (--listen).
+	// Default "127.0.0.1:7070".
+	Listen string
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -93,6 +117,8 @@ func DefaultConfig() Config {
 
 		Clients: 1,
 		Cycles:  200,
+
+		Listen: "127.0.0.1:7070",
 	}
 }
 
@@ -158,12 +184,16 @@ type command struct {
 var commands = map[string]command{
 	"keygen":   {keygenUsage, runKeygen, keygenFlags},
 	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
-	"testnet":  {testnetUsage, runTestnet, keygenFlags},
+	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
 	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
 	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
 	"bench":    {benchUsage, runBench, benchFlags},
 	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"resource": {resourceUsage, runResource, resourceFlags},
+	"identity": {identityUsage, runIdentity, identityFlags},
+	"dkg":      {dkgUsage, runDKG, ceremonyFlags},
+	"reshare":  {reshareUsage, runReshare, reshareFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/testnet"
 	"github.com/palisade-dev/palisade/verifier"
@@ -22,7 +24,6 @@ import (
 // Demo settings: short enough that the story runs in a few seconds.
 const (
 	demoResource = "orders-db"
-	demoKey      = "order/42"
 	demoTTL      = time.Second
 	// demoTimeout bounds the whole demo.
 	demoTimeout = time.Minute
@@ -100,33 +101,24 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 	defer func() { err = errors.Join(err, nw.Close()) }()
 	c := nw.Keys.Cluster
 	fmt.Fprintf(d.out, "Palisade demo: %d nodes (f=%d, t=%d), cluster %s, keys seeded with %d.\n", c.File.N, c.F, c.File.T, c.File.Name, seed)
-	fmt.Fprintf(d.out, "The resource %q is a fenced key-value store; it admits a write only with a valid token whose epoch is not below the highest it has seen.\n\n", demoResource)
 
-	storePath := filepath.Join(dir, "orders.db")
-	store, err := verifier.OpenBoltStore(storePath)
-	if err != nil {
-		return fmt.Errorf("demo: open store: %w", err)
-	}
-	defer func() {
-		if store != nil {
-			err = errors.Join(err, store.Close())
-		}
-	}()
 	v := verifier.New(c)
-	fence := verifier.NewFence(v, store)
-	write := func(tok protocol.Token, value string) error {
-		return fence.Admit(ctx, tok, demoResource, func(tx verifier.Tx) error {
-			return tx.Put(demoKey, []byte(value))
-		})
+	res := &demoServer{v: v, dataDir: filepath.Join(dir, "resource")}
+	if err := res.start(ctx); err != nil {
+		return fmt.Errorf("demo: start resource: %w", err)
 	}
-	read := func() string {
-		var val string
-		_ = store.DB().View(func(tx *bbolt.Tx) error {
-			if b := tx.Bucket([]byte(verifier.BoltDataBucket)).Bucket([]byte(demoResource)); b != nil {
-				val = string(b.Get([]byte(demoKey)))
-			}
-			return nil
-		})
+	defer func() { err = errors.Join(err, res.stop()) }()
+	fmt.Fprintf(d.out, "The resource %q is a fenced key-value store (palisade resource, at %s); it admits a write only with a valid token whose epoch is not below the highest it has seen.\n\n", demoResource, res.url(demoResource))
+	write := func(tok protocol.Token, value string) error {
+		_, err := res.do(ctx, http.MethodPut, tok, value)
+		return err
+	}
+	// read returns the value, reading with the current holder's token.
+	read := func(tok protocol.Token) string {
+		val, err := res.do(ctx, http.MethodGet, tok, "")
+		if err != nil {
+			return fmt.Sprintf("<%v>", err)
+		}
 		return val
 	}
 	newClient := func(i int) (*client.Client, error) {
@@ -155,7 +147,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 			if err := write(lock1.Token(), "paid (by client 1)"); err != nil {
 				return "client 1 writes", err
 			}
-			return fmt.Sprintf("client 1 acquired %q at epoch %d (lease %v) and wrote %s = %q", demoResource, lock1.Epoch(), demoTTL, demoKey, read()), nil
+			return fmt.Sprintf("client 1 acquired %q at epoch %d (lease %v) and wrote %q over HTTP", demoResource, lock1.Epoch(), demoTTL, read(lock1.Token())), nil
 		},
 		// 2. Client 1 pauses: a GC pause, a frozen VM. Its renewals stop.
 		func() (string, error) {
@@ -188,7 +180,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 			if err := write(lock2.Token(), "shipped (by client 2)"); err != nil {
 				return "client 2 writes", err
 			}
-			return fmt.Sprintf("client 2 acquired epoch %d and wrote %s = %q", lock2.Epoch(), demoKey, read()), nil
+			return fmt.Sprintf("client 2 acquired epoch %d and wrote %q", lock2.Epoch(), read(lock2.Token())), nil
 		},
 		// 5. Client 1 wakes up and writes with its old token: fenced off.
 		func() (string, error) {
@@ -196,31 +188,27 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 			if !errors.Is(err, verifier.ErrStale) {
 				return "client 1's late write is refused", fmt.Errorf("want ErrStale, got %v", err)
 			}
-			return fmt.Sprintf("client 1 wakes up and writes with its epoch-%d token: refused (%v); %s is still %q", lock1.Epoch(), err, demoKey, read()), nil
+			return fmt.Sprintf("client 1 wakes up and writes with its epoch-%d token: refused (%v); %s is still %q", lock1.Epoch(), err, demoResource, read(lock2.Token())), nil
 		},
-		// 6. The barrier is durable: restart the store.
+		// 6. The barrier is durable: restart the resource.
 		func() (string, error) {
-			if err := store.Close(); err != nil {
-				return "close the store", err
+			if err := res.stop(); err != nil {
+				return "stop the resource", err
 			}
-			store = nil
-			s, err := verifier.OpenBoltStore(storePath)
-			if err != nil {
-				return "reopen the store", err
+			if err := res.start(ctx); err != nil {
+				return "restart the resource", err
 			}
-			store = s
-			fence = verifier.NewFence(v, store)
 			if err := write(lock1.Token(), "refunded (by client 1, later)"); !errors.Is(err, verifier.ErrStale) {
 				return "after a restart, client 1's token is refused", fmt.Errorf("want ErrStale, got %v", err)
 			}
 			if err := write(lock2.Token(), "delivered (by client 2)"); err != nil {
 				return "after a restart, client 2 writes again with the same token", err
 			}
-			barrier, _, err := store.Barrier(ctx, demoResource)
+			barrier, _, err := res.store.Barrier(ctx, demoResource)
 			if err != nil {
 				return "read the barrier", err
 			}
-			return fmt.Sprintf("the store restarts from disk (barrier %d): client 1's token is still refused, client 2's equal epoch still admitted: %s = %q", barrier, demoKey, read()), nil
+			return fmt.Sprintf("the resource restarts from disk (barrier %d): client 1's token is still refused, client 2's equal epoch still admitted: %s = %q", barrier, demoResource, read(lock2.Token())), nil
 		},
 		// 7. A crashed node does not stop the cluster.
 		func() (string, error) {
@@ -241,7 +229,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 			if err := write(lock3.Token(), "archived (by client 1)"); err != nil {
 				return "client 1 writes with its new token", err
 			}
-			return fmt.Sprintf("node 4 stops; client 2 releases, and client 1, restarted, acquires epoch %d from the 3 nodes left and writes %s = %q", lock3.Epoch(), demoKey, read()), nil
+			return fmt.Sprintf("node 4 stops; client 2 releases, and client 1, restarted, acquires epoch %d from the 3 nodes left and writes %s = %q", lock3.Epoch(), demoResource, read(lock3.Token())), nil
 		},
 	}
 	for _, s := range steps {
@@ -281,4 +269,88 @@ func waitLeaseEnd(ctx context.Context, c *client.Client, lock *client.Lock, limi
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// demoServer is the demo's resource: "palisade resource" in process, on a
+// free port of 127.0.0.1, with its bolt store in dataDir.
+type demoServer struct {
+	v       *verifier.Verifier
+	dataDir string
+	http    http.Client
+
+	store  *verifier.BoltStore
+	addr   string
+	cancel context.CancelFunc
+	done   chan error // Serve's result
+}
+
+// start opens the store and serves it until stop or ctx ends.
+func (s *demoServer) start(ctx context.Context) error {
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return err
+	}
+	store, err := verifier.OpenBoltStore(filepath.Join(s.dataDir, resourceDBName))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return errors.Join(err, store.Close())
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	s.store, s.addr, s.cancel, s.done = store, ln.Addr().String(), cancel, make(chan error, 1)
+	s.http.Timeout = 10 * time.Second
+	srv := resource.New(verifier.NewFence(s.v, store))
+	go func() { s.done <- srv.Serve(sctx, ln) }()
+	return nil
+}
+
+// stop shuts the server down and closes the store; it does nothing if the
+// server is not running.
+func (s *demoServer) stop() error {
+	if s.store == nil {
+		return nil
+	}
+	s.cancel()
+	err := <-s.done
+	s.http.CloseIdleConnections()
+	err = errors.Join(err, s.store.Close())
+	s.store = nil
+	return err
+}
+
+func (s *demoServer) url(key string) string {
+	return "http://" + s.addr + resource.PathPrefix + key
+}
+
+// do sends one request with tok for tok's resource and returns the response
+// body. A 409 is an error wrapping verifier.ErrStale; any other status
+// above 299 is an error too.
+func (s *demoServer) do(ctx context.Context, method string, tok protocol.Token, body string) (string, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url(tok.Resource), rd)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set(verifier.HeaderToken, tok.String())
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	text := strings.TrimSpace(string(b))
+	switch {
+	case resp.StatusCode == http.StatusConflict:
+		return "", fmt.Errorf("%w (HTTP %d: %s)", verifier.ErrStale, resp.StatusCode, text)
+	case resp.StatusCode > 299:
+		return "", fmt.Errorf("%s %s: %s", method, resp.Status, text)
+	}
+	return string(b), nil
 }

@@ -9,12 +9,16 @@ const usage = `Palisade issues fencing tokens that no single machine can forge.
 Usage:
     palisade keygen  --nodes N --dir DIR [--name NAME] [--host HOST] [--base-port PORT]
     palisade node    --dir DIR/nodeI
-    palisade testnet --nodes N --dir DIR
+    palisade testnet --nodes N --dir DIR [--dkg]
+    palisade identity --identity FILE
+    palisade dkg     --members FILE --identity FILE --dir DIR
+    palisade reshare --members FILE --identity FILE --dir DIR (--old-dir DIR | --cluster FILE)
     palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
     palisade verify  --cluster FILE TOKEN
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
+    palisade resource --cluster FILE --data DIR [--listen ADDR]
     palisade help    [COMMAND]
 
 Every flag can also be set by an environment variable named after it:
@@ -88,16 +92,20 @@ Example:
 `
 
 const testnetUsage = `Usage:
-    palisade testnet --nodes N --dir DIR
+    palisade testnet --nodes N --dir DIR [--dkg]
 
 Runs a whole local testnet in one process. If DIR has no cluster.json it
-first runs keygen (a trusted dealer: testnets only); otherwise it reuses the
-keys and the nodes' vote stores in DIR. It prints "ready" on stdout once
-every node listens, and runs until SIGINT or SIGTERM.
+first runs keygen (a trusted dealer: testnets only), or with --dkg a
+distributed key generation among N in-process members over loopback (no
+process sees the group secret); otherwise it reuses the keys and the nodes'
+vote stores in DIR. It prints "ready" on stdout once every node listens,
+and runs until SIGINT or SIGTERM.
 
 Flags (environment variable in brackets):
     --nodes N         number of nodes, for a new DIR (4) [PALISADE_NODES]
     --dir DIR         the testnet directory [PALISADE_DIR]
+    --dkg             make a new DIR's keys by DKG, on free 127.0.0.1
+                      ports; N at least 4 [PALISADE_DKG]
     --name, --host, --base-port   as for keygen, for a new DIR
 
 Example:
@@ -155,10 +163,11 @@ const demoUsage = `Usage:
     palisade demo [--seed N]
 
 Tells the fencing story by running it, in a temporary directory that is
-removed afterwards: 4 nodes in process, a fenced key-value store, two
-clients. Client 1 takes "orders-db" with a 1s lease and writes; it pauses
-and its lease runs out; client 2 takes a higher epoch and writes; client
-1's late write is refused as stale, also after the store restarts; with one
+removed afterwards: 4 nodes in process, a fenced key-value store ("palisade
+resource", in process, written to over HTTP on 127.0.0.1), two clients.
+Client 1 takes "orders-db" with a 1s lease and writes; it pauses and its
+lease runs out; client 2 takes a higher epoch and writes; client 1's late
+write is refused as stale (409), also after the resource restarts; with one
 node stopped, tokens are still issued. Each step prints ✓ or ✗; the
 exit status is 0 only if every step behaved. It takes a few seconds.
 
@@ -167,7 +176,7 @@ Flags (environment variable in brackets):
 
 Example:
     $ palisade demo
-    ✓ 1. client 1 acquired "orders-db" at epoch 1 (ttl 1s) and wrote order/42=paid
+    ✓ 1. client 1 acquired "orders-db" at epoch 1 (lease 1s) and wrote "paid (by client 1)" over HTTP
     [...]
 `
 
@@ -223,4 +232,139 @@ Example:
     node=1 resource=orders-db epoch=7 holders=12D3KooWA…,12D3KooWB… a=01… b=01…
     $ palisade evidence --dir /tmp/pal/node3
     no evidence
+`
+
+const resourceUsage = `Usage:
+    palisade resource --cluster FILE --data DIR [--listen ADDR]
+
+Runs the reference fenced resource: an HTTP key-value store that admits a
+request only with a valid Palisade token for the key whose epoch is not
+below the highest epoch the key has admitted (its barrier). The resource
+name is the key. Values, barriers and data versions live in
+DIR/resource.db (bbolt, fsynced on every commit), so a restart keeps them.
+
+    PUT    /kv/KEY   store the body (at most 1 MiB)  204, ETag: "VERSION"
+    GET    /kv/KEY   read the value                   200 and ETag, or 404
+    DELETE /kv/KEY   delete the value                 204
+
+Every request carries the token in the Palisade-Token header: 401 without
+a valid token for KEY, 409 if its epoch is below the barrier (which
+Palisade-Barrier reports), 413 if the body is too large. PUT and DELETE
+honour If-Match: "VERSION" (a holder with a fresh token but stale data is
+refused with 412) and PUT honours If-None-Match: *. A refused request
+changes neither the value nor the barrier. SIGINT or SIGTERM stops the
+server gracefully.
+
+Flags (environment variable in brackets):
+    --cluster FILE  the cluster file whose tokens are accepted [PALISADE_CLUSTER]
+    --data DIR      data directory, created if absent [PALISADE_DATA]
+    --listen ADDR   HTTP listen address (127.0.0.1:7070) [PALISADE_LISTEN]
+
+Example:
+    $ palisade resource --cluster /tmp/pal/cluster.json --data /tmp/res &
+    listening on http://127.0.0.1:7070
+    $ TOKEN=$(palisade acquire --cluster /tmp/pal/cluster.json \
+        --identity /tmp/pal/client.key orders-db)
+    $ curl -X PUT -H "Palisade-Token: $TOKEN" --data paid \
+        http://127.0.0.1:7070/kv/orders-db
+    $ curl -H "Palisade-Token: $TOKEN" http://127.0.0.1:7070/kv/orders-db
+    paid
+`
+
+const identityUsage = `Usage:
+    palisade identity --identity FILE
+
+Creates a libp2p identity key file (Ed25519, mode 0600) if FILE does not
+exist, and prints its peer ID on stdout. Each operator of a multi-
+organisation cluster runs it once and sends the peer ID (never the file)
+to whoever assembles the member list for dkg.
+
+Flags (environment variable in brackets):
+    --identity FILE   the identity key file [PALISADE_IDENTITY]
+
+Example:
+    $ palisade identity --identity /etc/palisade/identity.key
+    palisade: created /etc/palisade/identity.key (mode 0600); [...]
+    12D3KooWQNATWGRydd6BNsAu8WAsHbCXiJhimjACUCQfSuJ5LBXC
+`
+
+const dkgUsage = `Usage:
+    palisade dkg --members FILE --identity FILE --dir DIR
+                 [--phase-timeout D] [--ceremony-listen ADDRS] [--restart]
+
+Runs this member's side of a distributed key generation (Pedersen DKG over
+libp2p, kyber share/dkg/pedersen, t = 2f+1): no machine ever holds the
+group secret. Every operator runs it at about the same time with the same
+member list file, a JSON object:
+
+    {"name": "acme-locks",
+     "members": [{"peer_id": "12D3KooW...", "addrs": ["/ip4/10.0.0.1/tcp/7001"]}, ...],
+     "clients": [{"name": "app", "peer_id": "12D3KooW...", "resources": ["*"]}],
+     "threshold": 3, "max_epoch_step": 1024}
+
+(threshold and max_epoch_step are optional; threshold must be 2f+1.)
+Members listen on their addresses (or --ceremony-listen) on the protocol
+/palisade/dkg/fetch/1.0.0 and accept only listed peers. Phases: keys,
+deals, responses, complaints, justifications, hash; each has a timeout,
+and progress lines on stderr name the members still missing. Members that
+stay silent or send bad deals are excluded; the ceremony completes while at most f
+misbehave, and fails naming them otherwise. On success DIR is a node
+directory exactly as keygen writes one (cluster.json, share.key mode
+0600, identity.key, node.json), and stdout ends with the SHA-256 of
+cluster.json, identical at every member: compare it out of band.
+
+If the command is interrupted, run it again with the same flags: it
+resumes from DIR/dkg-state.json (same ceremony key, same deals) while the
+others still run. --restart discards that state instead; then every member
+must restart the ceremony.
+
+Flags (environment variable in brackets):
+    --members FILE         the member list [PALISADE_MEMBERS]
+    --identity FILE        this member's identity key file [PALISADE_IDENTITY]
+    --dir DIR              the node directory to write [PALISADE_DIR]
+    --phase-timeout D      timeout of each phase, 0 for 60s (0) [PALISADE_PHASE_TIMEOUT]
+    --ceremony-listen A,B  listen addresses during the ceremony (the member
+                           list's) [PALISADE_CEREMONY_LISTEN]
+    --restart              discard an interrupted ceremony's state [PALISADE_RESTART]
+
+Example:
+    $ palisade dkg --members members.json --identity id.key --dir /var/lib/palisade
+    dkg: phase keys: 2/3 answered; still missing: node4 (12D3KooW[...])
+    [...]
+    cluster acme-locks n=4 t=3 id=[...]
+    node2 dir=/var/lib/palisade
+    cluster.json sha256 5f0c[...]
+    $ palisade node --dir /var/lib/palisade
+`
+
+const reshareUsage = `Usage:
+    palisade reshare --members FILE --identity FILE --dir DIR
+                     (--old-dir DIR | --cluster FILE) [--phase-timeout D]
+                     [--ceremony-listen ADDRS] [--restart]
+
+Moves the cluster's key to a new member list and threshold (N, t) ->
+(N', t') keeping the group public key and the cluster ID, so resources
+keep their cluster.json. Old members run it with --old-dir (their current
+node directory, whose share they deal); new members with --cluster (the
+current cluster.json). Everyone uses the same new member list; its name
+must be the cluster's. Old members whose node keeps running meanwhile
+must ceremony-listen on another port (ceremony_addrs in the member list).
+
+The new cluster.json raises epoch_floor to the next epoch era (a multiple
+of 2^48): new nodes never vote at or below it, so no epoch the old group
+certified can be certified again (see docs/design-notes.md). Afterwards
+every old member's share file is overwritten and removed (old shares still
+sign for the same key); stop the old nodes and start the new directories.
+
+Flags: as for dkg, plus (environment variable in brackets):
+    --old-dir DIR     an old member's current node directory [PALISADE_OLD_DIR]
+    --cluster FILE    the current cluster.json, for new members [PALISADE_CLUSTER]
+
+Example:
+    $ palisade reshare --members new-members.json --identity id.key \
+        --old-dir /var/lib/palisade --dir /var/lib/palisade-2
+    [...]
+    cluster acme-locks n=7 t=5 id=[...] epoch_floor=281474976710656
+    node2 dir=/var/lib/palisade-2
+    cluster.json sha256 a41e[...]
 `
