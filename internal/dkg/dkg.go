@@ -500,33 +500,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 
 	// Phase 3: responses.
 	presentOthers := r.others(present)
-	if err := r.phase(ctx, "responses", presentOthers, func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kindResponses)
-		if st != statusOK {
-			return false
-		}
-		items, err := decodeList(payload)
-		if err != nil {
-			r.printf("dkg: responses from %s: %v", p, err)
-			return true
-		}
-		for _, it := range items {
-			r.mu.Lock()
-			isNew := r.addResponse(it)
-			r.mu.Unlock()
-			if !isNew {
-				continue
-			}
-			j, err := cd.ProcessResponse(it)
-			if err != nil || j == nil {
-				continue
-			}
-			r.mu.Lock()
-			r.justifs[sha256.Sum256(j)] = j
-			r.mu.Unlock()
-		}
-		return true
-	}, nil); err != nil {
+	if err := r.phase(ctx, "responses", presentOthers, r.pullResponses(cd, kindResponses, "responses"), nil); err != nil {
 		return nil, err
 	}
 	// Our own responses and the ones relayed before we finished may
@@ -539,11 +513,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	r.mu.Unlock()
 	for _, it := range all {
-		if j, err := cd.ProcessResponse(it); err == nil && j != nil {
-			r.mu.Lock()
-			r.justifs[sha256.Sum256(j)] = j
-			r.mu.Unlock()
-		}
+		r.processResponse(cd, it)
 	}
 
 	// Phase 4: complaints about deals this member never got (or could not
@@ -573,31 +543,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
 	r.complDone = true
 	r.mu.Unlock()
-	if err := r.phase(ctx, "complaints", presentOthers, func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kindComplaints)
-		if st != statusOK {
-			return false
-		}
-		items, err := decodeList(payload)
-		if err != nil {
-			r.printf("dkg: complaints from %s: %v", p, err)
-			return true
-		}
-		for _, it := range items {
-			r.mu.Lock()
-			isNew := r.addResponse(it)
-			r.mu.Unlock()
-			if !isNew {
-				continue
-			}
-			if j, err := cd.ProcessResponse(it); err == nil && j != nil {
-				r.mu.Lock()
-				r.justifs[sha256.Sum256(j)] = j
-				r.mu.Unlock()
-			}
-		}
-		return true
-	}, nil); err != nil {
+	if err := r.phase(ctx, "complaints", presentOthers, r.pullResponses(cd, kindComplaints, "complaints"), nil); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -918,6 +864,42 @@ func (r *runner) sessionOf(d uint32) []byte {
 
 // addResponse stores a response by (dealer, responder); it reports whether
 // it was new. r.mu must be held.
+// pullResponses is the phase step that fetches one member's responses or
+// complaints (kind; both are kyber responses), keeps the new ones and
+// records the justifications they call for.
+func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(context.Context, *participant) bool {
+	return func(ctx context.Context, p *participant) bool {
+		st, payload := r.fetch(ctx, p, kind)
+		if st != statusOK {
+			return false
+		}
+		items, err := decodeList(payload)
+		if err != nil {
+			r.printf("dkg: %s from %s: %v", what, p, err)
+			return true
+		}
+		for _, it := range items {
+			r.mu.Lock()
+			isNew := r.addResponse(it)
+			r.mu.Unlock()
+			if isNew {
+				r.processResponse(cd, it)
+			}
+		}
+		return true
+	}
+}
+
+// processResponse feeds a response to the DKG and keeps the justification
+// it calls for, if any (a duplicate is refused by kyber and ignored).
+func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
+	if j, err := cd.ProcessResponse(it); err == nil && j != nil {
+		r.mu.Lock()
+		r.justifs[sha256.Sum256(j)] = j
+		r.mu.Unlock()
+	}
+}
+
 func (r *runner) addResponse(b []byte) bool {
 	resp, err := crypto.DecodeDKGResponse(b)
 	if err != nil {
