@@ -105,6 +105,12 @@ type Client struct {
 	rmu sync.Mutex
 	rng *rand.Rand
 
+	// smu guards silent: the members whose last acquire call got no reply
+	// (timeout or transport error). A round does not wait for them once
+	// the quorum would depend on them; a reply from one clears its mark.
+	smu    sync.Mutex
+	silent map[int]bool
+
 	vmu      sync.Mutex
 	verified map[[32]byte]struct{}
 
@@ -701,17 +707,29 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	fail := func(m member, err error) {
 		failed = append(failed, &NodeError{Index: m.index, Peer: m.id.String(), Err: err})
 	}
+	replied := map[int]bool{}
+	silent := c.silentMembers()
 collect:
 	for got < len(c.members) && tok == nil {
 		// Stop waiting once the replies still out cannot make a quorum:
-		// a silent node must not hold every failed round for RequestTimeout.
-		if len(votes)+len(c.members)-got < c.t {
+		// a silent node must not hold every failed round (and, through our
+		// votes, every rival) for RequestTimeout. Members that gave no
+		// reply last time do not count while they stay quiet.
+		out := len(c.members) - got
+		for idx := range silent {
+			if !replied[idx] {
+				out--
+			}
+		}
+		if len(votes)+out < c.t {
 			break
 		}
 		var r reply
 		select {
 		case r = <-ch:
 			got++
+			replied[r.m.index] = true
+			c.markSilent(r.m.index, r.err != nil)
 		case <-ctx.Done():
 			break collect
 		}
@@ -819,6 +837,32 @@ func (c *Client) abandon(resource string, epoch uint64, voters []int) {
 	wg.Wait()
 }
 
+// silentMembers returns the members whose last acquire call got no reply.
+func (c *Client) silentMembers() map[int]bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	out := make(map[int]bool, len(c.silent))
+	for idx := range c.silent {
+		out[idx] = true
+	}
+	return out
+}
+
+// markSilent records whether member idx's last acquire call failed without
+// a reply.
+func (c *Client) markSilent(idx int, silent bool) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if c.silent == nil {
+		c.silent = map[int]bool{}
+	}
+	if silent {
+		c.silent[idx] = true
+	} else {
+		delete(c.silent, idx)
+	}
+}
+
 // drainLate reads the n replies still out when a round gave up early and
 // withdraws the votes among them, then stops the fan-out. A node that votes
 // after we stopped listening would otherwise hold the resource for its vote
@@ -836,6 +880,7 @@ func (c *Client) drainLate(ch <-chan reply, n int, resource string, epoch uint64
 		for range n {
 			select {
 			case r := <-ch:
+				c.markSilent(r.m.index, r.err != nil)
 				if r.err != nil {
 					continue
 				}
