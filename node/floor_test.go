@@ -41,3 +41,42 @@ func TestEpochFloor(t *testing.T) {
 	// No floor: the old behaviour.
 	require.Equal(t, uint64(7), stateRules.Status(old, stateAt(0)).LastEpoch)
 }
+
+// TestEpochFloorRefusesEarlierEraTokens: a token at or below the floor was
+// signed by the group before the resharing (same group key). The new group
+// refuses it in Commit and Release, so an old-era holder cannot start a
+// lease that holds off new-era holders, and ignores it as an Acquire
+// proof; the refusal reports the floor as the last epoch.
+func TestEpochFloorRefusesEarlierEraTokens(t *testing.T) {
+	const floor = uint64(1) << 48
+	r := stateRules
+	r.EpochFloor = floor
+	fresh := Record{Resource: stateRes}
+	for _, e := range []uint64{1, floor - 1, floor} {
+		old := stateTok(e, "alice")
+		for name, o := range map[string]Outcome{
+			"commit by holder":     r.Commit(fresh, "alice", old, 0, stateAt(0)),
+			"commit by non-holder": r.Commit(fresh, "bob", old, 0, stateAt(0)),
+			"release":              r.Release(fresh, old, stateAt(0)),
+		} {
+			require.Equal(t, protocol.KindRefuse, o.Kind, "%s at epoch %d", name, e)
+			require.Equal(t, protocol.CodeStale, o.Code, name)
+			require.Contains(t, o.Message, "epoch floor", name)
+			require.False(t, o.Changed, name)
+			require.Nil(t, o.Next.Certified, name)
+			require.Equal(t, floor, o.Next.LastEpoch, name)
+			require.Empty(t, o.Next.Lease.Holder, name)
+		}
+		o := r.Acquire(fresh, "bob", floor+1, 0, &old, stateAt(0))
+		require.Equal(t, protocol.KindVote, o.Kind)
+		require.Nil(t, o.Next.Certified, "an earlier-era proof is not recorded")
+	}
+	// The first token of the new era commits as usual.
+	o := r.Commit(fresh, "alice", stateTok(floor+1, "alice"), 0, stateAt(0))
+	require.Equal(t, protocol.ReplyKind(0), o.Kind)
+	require.True(t, o.Next.Lease.Committed)
+	require.Equal(t, floor+1, o.Next.LastEpoch)
+	// Without a floor nothing is from an earlier era.
+	o = stateRules.Commit(fresh, "alice", stateTok(3, "alice"), 0, stateAt(0))
+	require.True(t, o.Next.Lease.Committed)
+}

@@ -35,6 +35,22 @@ func (r Rules) floor(rec Record) Record {
 	return rec
 }
 
+// earlierEra reports whether tok was certified at or below the epoch
+// floor. This group never votes there, so such a token was signed by the
+// group before a resharing (it checks under the same group key): it
+// teaches this node nothing and must not start a lease that would hold
+// off the new era's holders.
+func (r Rules) earlierEra(tok protocol.Token) bool {
+	return r.EpochFloor > 0 && tok.Epoch <= r.EpochFloor
+}
+
+// refuseEarlierEra is the refusal of a token from before the epoch floor;
+// the reply's last epoch is the floor, so the client starts above it.
+func (r Rules) refuseEarlierEra(o Outcome, tok protocol.Token) Outcome {
+	o.Next = r.floor(o.Next)
+	return o.refuse(protocol.CodeStale, fmt.Sprintf("token epoch %d is at or below the epoch floor %d: it is from before the last resharing", tok.Epoch, r.EpochFloor))
+}
+
 // Outcome is what a transition decided. The driver persists Next when
 // Changed, fsyncs, and only then replies.
 type Outcome struct {
@@ -69,7 +85,7 @@ type Outcome struct {
 func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
 	o := Outcome{Next: r.floor(rec), At: now}
 	o.expire(now)
-	if proof != nil {
+	if proof != nil && !r.earlierEra(*proof) {
 		o.catchUp(*proof, now)
 	}
 	n := &o.Next
@@ -112,6 +128,9 @@ func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duratio
 // starts the lease, which runs ttl from now.
 func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	if r.earlierEra(tok) {
+		return r.refuseEarlierEra(o, tok)
+	}
 	o.expire(now)
 	o.catchUp(tok, now)
 	n := &o.Next
@@ -156,6 +175,9 @@ func (r Rules) Renew(rec Record, holder string, epoch uint64, ttl time.Duration,
 // once.
 func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	if r.earlierEra(tok) {
+		return r.refuseEarlierEra(o, tok)
+	}
 	o.expire(now)
 	o.catchUp(tok, now)
 	n := &o.Next
