@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -577,9 +578,13 @@ type round struct {
 	// hint is one above the highest epoch that at most f nodes refused
 	// ours as stale with, tried once: those nodes may be honest ones that
 	// other contenders moved ahead (we need them when exactly t nodes are
-	// up), or liars, so it is never kept as a floor. A lie costs one
-	// round, refused as too far by honest nodes.
-	hint uint64
+	// up), or liars. hinted says the current round's epoch came from a
+	// hint; such a round neither raises the floor (unless more than f
+	// nodes voted at its epoch, so an honest one did) nor gives a new
+	// hint. So a lie costs one round, refused as too far by honest nodes,
+	// and cannot pin the acquisition above every honest node's window.
+	hint   uint64
+	hinted bool
 	// wantProof is set once a node refused an epoch as too far ahead: the
 	// next attempt shows the nodes the highest certified token.
 	wantProof bool
@@ -681,8 +686,9 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	if rs.wantProof {
 		votesProof = c.voteProof(resource, sts)
 	}
-	epoch := c.nextEpoch(sts, proof, max(rs.floor, rs.hint))
-	rs.hint = 0
+	plain := c.nextEpoch(sts, proof, rs.floor)
+	epoch := max(plain, rs.hint)
+	rs.hinted, rs.hint = epoch > plain, 0
 	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
 	msg := stmt.SignedBytes()
 	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
@@ -756,6 +762,13 @@ collect:
 			busyIdx = append(busyIdx, r.m.index)
 			fail(r.m, fmt.Errorf("busy: held by %s at epoch %d", shortID(ar.Holder), ar.LeaseEpoch))
 		default:
+			if !refusalConsistent(ar, epoch) {
+				// A stale epoch is at or below the node's last one, a
+				// too-far one above it: a refusal saying otherwise
+				// teaches nothing and no honest node sends it.
+				fail(r.m, fmt.Errorf("%w: refusal (%s) claims last epoch %d against epoch %d", errBadVote, ar.Code, ar.LastEpoch, epoch))
+				continue
+			}
 			e := &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: &protocol.RefusedError{Code: ar.Code, LastEpoch: ar.LastEpoch, Message: ar.Message}}
 			failed = append(failed, e)
 			switch ar.Code {
@@ -965,16 +978,46 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 	if votes > 0 || len(busy) > 0 || len(stale) > 0 {
 		// Split votes: nobody can finish this epoch; try a higher one, in
 		// the order the split suggests.
-		if epoch+1 > rs.floor {
-			rs.floor = epoch + 1
-		}
-		for _, e := range stale {
-			rs.hint = max(rs.hint, e+1)
-		}
+		rs.learnSplit(c.f, epoch, votes, stale)
 		rs.tally(c.ID(), resource, epoch, votes, busy)
 		return errRetry{qe}
 	}
 	return qe
+}
+
+// learnSplit sets where the next round starts after a split round at
+// epoch with our votes from votes nodes and at most f stale or too-far
+// refusals (their last epochs). A plain round moves the floor past epoch,
+// which our own votes may have used up, and hints one above the stale
+// refusals. A hinted round may have been a liar's: it moves the floor
+// only if more than f nodes voted, so an honest one took the epoch, and
+// hints nothing, so liars cannot keep every round hinted.
+func (rs *round) learnSplit(f int, epoch uint64, votes int, stale []uint64) {
+	if rs.hinted && votes <= f {
+		return
+	}
+	rs.floor = max(rs.floor, epoch+1)
+	if rs.hinted {
+		return
+	}
+	for _, e := range stale {
+		if e < math.MaxUint64 {
+			rs.hint = max(rs.hint, e+1)
+		}
+	}
+}
+
+// refusalConsistent reports whether an acquire refusal of our epoch agrees
+// with itself: an honest node refuses as stale only an epoch at or below
+// its last epoch, and as too far only one above it.
+func refusalConsistent(ar protocol.AcquireReply, epoch uint64) bool {
+	switch ar.Code {
+	case protocol.CodeStale:
+		return ar.LastEpoch >= epoch
+	case protocol.CodeTooFar:
+		return ar.LastEpoch < epoch
+	}
+	return true
 }
 
 // splitRole is a contender's place in the order after a split round.

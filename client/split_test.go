@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -73,4 +74,49 @@ func TestTallyStuckVotes(t *testing.T) {
 	rs.tally("alice", "res", 9, 1, []protocol.AcquireReply{pendingBusy("bob", 9, time.Second), pendingBusy("bob", 9, time.Second)})
 	require.Equal(t, splitLater, rs.split)
 	require.Zero(t, rs.stuckLeft)
+}
+
+// TestLearnSplitHintIsOneShot: a split round hints one above the stale
+// refusals; a round at a hinted epoch that fewer than f+1 nodes voted for
+// (a liar's hint: honest nodes refuse it as too far) changes neither the
+// floor nor the hint, so the next round starts where the honest nodes are.
+func TestLearnSplitHintIsOneShot(t *testing.T) {
+	const f = 2
+	huge := uint64(math.MaxUint64 - 5)
+
+	var rs round
+	rs.learnSplit(f, 7, 4, []uint64{huge})
+	require.Equal(t, uint64(8), rs.floor, "our votes used epoch 7")
+	require.Equal(t, huge+1, rs.hint)
+
+	// The next round is the hinted one; honest nodes refuse it as too far.
+	rs.hint, rs.hinted = 0, true
+	rs.learnSplit(f, huge+1, 0, []uint64{huge, 7})
+	require.Equal(t, uint64(8), rs.floor, "a liar's hint is never kept as a floor")
+	require.Zero(t, rs.hint, "a hinted round gives no new hint")
+
+	// A hinted round that more than f nodes voted for: an honest node took
+	// the epoch, so later rounds start above it.
+	rs.learnSplit(f, 40, f+1, []uint64{50})
+	require.Equal(t, uint64(41), rs.floor)
+	require.Zero(t, rs.hint)
+
+	// A refusal at the top of the range gives no hint that wraps to 0.
+	rs = round{}
+	rs.learnSplit(f, 3, 1, []uint64{math.MaxUint64})
+	require.Zero(t, rs.hint)
+	require.Equal(t, uint64(4), rs.floor)
+}
+
+func TestRefusalConsistent(t *testing.T) {
+	refusal := func(code protocol.Code, last uint64) protocol.AcquireReply {
+		return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: code, LastEpoch: last}
+	}
+	require.True(t, refusalConsistent(refusal(protocol.CodeStale, 9), 9))
+	require.True(t, refusalConsistent(refusal(protocol.CodeStale, 12), 9))
+	require.False(t, refusalConsistent(refusal(protocol.CodeStale, 8), 9), "stale below our epoch")
+	require.True(t, refusalConsistent(refusal(protocol.CodeTooFar, 8), 9))
+	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, 9), 9), "too far while at our epoch")
+	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, math.MaxUint64-5), 9), "too far while far above it")
+	require.True(t, refusalConsistent(refusal(protocol.CodeUnauthorised, 0), 9))
 }

@@ -342,7 +342,8 @@ const maxSeenTokens = 64
 // holder changed under another token's signature, or a partial posing as
 // the group signature) or real but for another resource, and a vote at
 // the claimed epoch that it really signed. Its refusals claim the epoch is
-// too far ahead of a huge last epoch. It votes honestly.
+// stale below a huge last epoch or too far ahead of a huge one or of
+// none. It votes honestly.
 func LieInStatus() Behaviour { return &statusLiar{r: newByzRand(0x5a7e)} }
 
 func (s *statusLiar) remember(t *protocol.Token) {
@@ -467,10 +468,22 @@ func (s *statusLiar) Reply(_ *Member, proto string, _ peer.ID, reply []byte) []b
 	if err != nil || ar.Kind != protocol.KindRefuse {
 		return reply
 	}
-	// "Too far": the client then shows the nodes signed votes, this
-	// node's lying one among them.
-	ar.Code = protocol.CodeTooFar
-	ar.LastEpoch = math.MaxUint64 - 5 - uint64(s.r.intn(1000))
+	huge := math.MaxUint64 - 5 - uint64(s.r.intn(1000))
+	switch s.r.next() % 3 {
+	case 0:
+		// "Stale" at a huge last epoch, a lie that agrees with itself:
+		// the client may try one round there (its hint), which honest
+		// nodes refuse as too far.
+		ar.Code, ar.LastEpoch = protocol.CodeStale, huge
+	case 1:
+		// "Too far" at a huge last epoch contradicts itself: the client
+		// must ignore it.
+		ar.Code, ar.LastEpoch = protocol.CodeTooFar, huge
+	default:
+		// "Too far" claiming no history: the client then shows the nodes
+		// signed votes, this node's lying one among them.
+		ar.Code, ar.LastEpoch = protocol.CodeTooFar, 0
+	}
 	return ar.Marshal()
 }
 

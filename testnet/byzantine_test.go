@@ -830,3 +830,47 @@ func mustDecode(t *testing.T, s string) peer.ID {
 	require.NoError(t, err)
 	return id
 }
+
+// TestLyingRefusalCannotPinAcquisition: with exactly t honest nodes up
+// (N=7, f=2: node 1 crashed, node 2 refusing every acquire as stale at a
+// huge last epoch), a rival's uncommitted vote at one honest node makes
+// our rounds split. A split round hints one above its stale refusals, so
+// the client tries the liar's epoch once; honest nodes refuse it as too
+// far. That round must not become the floor of the next ones (found by
+// scenario seed 6753, where it pinned clients until their deadline): the
+// client acquires once the rival's vote times out, at an honest epoch.
+func TestLyingRefusalCannotPinAcquisition(t *testing.T) {
+	const resource = "pin/res"
+	nw := startNet(t, 7, 2, Options{})
+	require.NoError(t, nw.Stop(1))
+	nw.SetReplyFilter(2, func(proto string, reply []byte) []byte {
+		if proto != protocol.ProtoAcquire {
+			return reply
+		}
+		return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: protocol.CodeStale, LastEpoch: math.MaxUint64 - 5, Message: "stale"}.Marshal()
+	})
+
+	// The rival (client 1) leaves an uncommitted vote at node 3 only.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := nw.Member(3)
+	h, err := p2p.NewHost(nw.Keys.Clients[1], nil, p2p.NewGater(m.PeerID))
+	require.NoError(t, err)
+	defer h.Close()
+	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: 1, TTL: time.Second}
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	require.NoError(t, err)
+	ar, err := protocol.UnmarshalAcquireReply(b)
+	require.NoError(t, err)
+	require.Equal(t, protocol.KindVote, ar.Kind, "the rival's vote at node 3")
+	planted := time.Now()
+
+	c := newClient(t, nw, 0, client.Config{RequestTimeout: 2 * time.Second, MinBackoff: time.Millisecond, MaxBackoff: 30 * time.Millisecond})
+	l, err := c.Acquire(ctx, resource, client.WithWait(20*time.Second))
+	require.NoError(t, err, "pinned above the honest nodes' window")
+	t.Logf("acquired at epoch %d, %v after the rival's vote", l.Epoch(), time.Since(planted))
+	require.Less(t, l.Epoch(), uint64(1000), "the liar's epoch was kept")
+	verify(t, nw, l.Token())
+	require.NoError(t, l.Release(ctx))
+}
