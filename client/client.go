@@ -379,7 +379,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 	case slot <- struct{}{}:
 	default:
 		if o.wait <= 0 {
-			return nil, &BusyError{Resource: resource, Holder: c.ID(), Local: true}
+			return nil, &BusyError{Resource: resource, Holder: protocol.Holder{ID: c.ID()}, Local: true}
 		}
 		select {
 		case slot <- struct{}{}:
@@ -399,7 +399,11 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 }
 
 func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions) (*Lock, error) {
-	var rs round
+	session, err := protocol.NewSessionID(nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
+	}
+	rs := round{holder: protocol.Holder{ID: c.ID(), Session: session}}
 	backoff := c.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		if c.ctx.Err() != nil {
@@ -562,6 +566,12 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 
 // round is what one acquisition carries from one attempt to the next.
 type round struct {
+	// holder is the acquisition's lock session: this client's identity
+	// and a session ID drawn for this acquisition alone, used in every
+	// round of it (so a node recognises a re-sent request) and in no
+	// other acquisition (so two processes sharing one key, or two
+	// acquisitions of one process, are distinct holders).
+	holder protocol.Holder
 	// lastRound is how long the last attempt took.
 	lastRound time.Duration
 	// split says how the last round's votes split, if they did: whether
@@ -689,9 +699,9 @@ func (c *Client) attempt(ctx context.Context, resource string, ttl time.Duration
 	plain := c.nextEpoch(sts, proof, rs.floor)
 	epoch := max(plain, rs.hint)
 	rs.hinted, rs.hint = epoch > plain, 0
-	stmt := c.cfg.Cluster.Statement(resource, epoch, c.ID())
+	stmt := c.cfg.Cluster.Statement(resource, epoch, rs.holder)
 	msg := stmt.SignedBytes()
-	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
+	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Session: rs.holder.Session, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
 	received := map[int]protocol.SignedVote{}
 	defer func() { c.rememberVotes(resource, received) }()
 
@@ -760,7 +770,7 @@ collect:
 		case protocol.KindBusy:
 			busy = append(busy, ar)
 			busyIdx = append(busyIdx, r.m.index)
-			fail(r.m, fmt.Errorf("busy: held by %s at epoch %d", shortID(ar.Holder), ar.LeaseEpoch))
+			fail(r.m, fmt.Errorf("busy: held by %s at epoch %d", ar.Holder.Short(), ar.LeaseEpoch))
 		default:
 			if !refusalConsistent(ar, epoch) {
 				// A stale epoch is at or below the node's last one, a
@@ -798,13 +808,13 @@ collect:
 		for i, v := range votes {
 			voters[i] = v.Index
 		}
-		c.drainLate(ch, len(c.members)-got, resource, epoch, cancel)
+		c.drainLate(ch, len(c.members)-got, stmt, cancel)
 		if ctx.Err() != nil {
 			// The caller gave up: withdraw our votes without making it wait.
-			c.goFunc(func() { c.abandon(resource, epoch, voters) })
+			c.goFunc(func() { c.abandon(stmt, voters) })
 			return nil, fmt.Errorf("client: acquire %q: %w", resource, ctx.Err())
 		}
-		c.abandon(resource, epoch, voters)
+		c.abandon(stmt, voters)
 		return nil, c.roundError(resource, epoch, failed, busy, busyIdx, stale, hard, len(votes), rs)
 	}
 	cancel()
@@ -822,13 +832,15 @@ collect:
 // valid identity signature, or a partial that does not verify.
 var errBadVote = errors.New("invalid vote")
 
-// abandon withdraws our uncommitted votes of a failed round from the nodes
-// that gave them, so a split resolves without waiting for vote expiry.
-func (c *Client) abandon(resource string, epoch uint64, voters []int) {
+// abandon withdraws our uncommitted votes for stmt (a failed round) from
+// the nodes that gave them, so a split resolves without waiting for vote
+// expiry.
+func (c *Client) abandon(stmt protocol.Statement, voters []int) {
 	if len(voters) == 0 {
 		return
 	}
-	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch}.Marshal()
+	resource, epoch := stmt.Resource, stmt.Epoch
+	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Session: stmt.Holder.Session}.Marshal()
 	var wg sync.WaitGroup
 	for _, idx := range voters {
 		m := c.members[idx-1]
@@ -882,7 +894,7 @@ func (c *Client) markSilent(idx int, silent bool) {
 // timeout, and every other contender would meet it as busy: with exactly t
 // honest nodes up, that alone keeps contenders splitting. Each call is
 // bounded by RequestTimeout, and the drain stops when the client closes.
-func (c *Client) drainLate(ch <-chan reply, n int, resource string, epoch uint64, stop context.CancelFunc) {
+func (c *Client) drainLate(ch <-chan reply, n int, stmt protocol.Statement, stop context.CancelFunc) {
 	if n == 0 {
 		stop()
 		return
@@ -904,7 +916,7 @@ func (c *Client) drainLate(ch <-chan reply, n int, resource string, epoch uint64
 				return
 			}
 		}
-		c.abandon(resource, epoch, late)
+		c.abandon(stmt, late)
 	}) {
 		stop()
 	}
@@ -960,7 +972,7 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 	if len(held) > c.f {
 		// A committed lease: report the holder the busy nodes name most,
 		// with the shortest time left among them.
-		count := map[string]int{}
+		count := map[protocol.Holder]int{}
 		be := &BusyError{Resource: resource, Nodes: heldIdx}
 		for _, b := range held {
 			count[b.Holder]++
@@ -979,7 +991,7 @@ func (c *Client) roundError(resource string, epoch uint64, failed []*NodeError, 
 		// Split votes: nobody can finish this epoch; try a higher one, in
 		// the order the split suggests.
 		rs.learnSplit(c.f, epoch, votes, stale)
-		rs.tally(c.ID(), resource, epoch, votes, busy)
+		rs.tally(resource, epoch, votes, busy)
 		return errRetry{qe}
 	}
 	return qe
@@ -1030,13 +1042,15 @@ const (
 	splitStuck                  // votes of a contender that stopped block us
 )
 
-// contender is one acquisition round: a holder asking at an epoch.
+// contender is one acquisition round: a holder (a lock session) asking at
+// an epoch.
 type contender struct {
-	holder string
+	holder protocol.Holder
 	epoch  uint64
 }
 
-// tally sets the split role from a failed round of self: our votes, and the uncommitted votes
+// tally sets the split role from a failed round of our session
+// (rs.holder): our votes, and the uncommitted votes
 // that busy nodes report for other contenders. The contender with the most
 // votes goes first; ties go to the lowest hash of (resource, epoch,
 // holder), which every client computes alike and which changes from epoch
@@ -1049,7 +1063,8 @@ type contender struct {
 // so votes of one contender met in two rounds in a row are stuck: a client
 // that crashed or stalled mid-round. Then the role is splitStuck and we
 // wait for those votes to time out rather than burn epochs against them.
-func (rs *round) tally(self, resource string, epoch uint64, votes int, busy []protocol.AcquireReply) {
+func (rs *round) tally(resource string, epoch uint64, votes int, busy []protocol.AcquireReply) {
+	self := rs.holder
 	count := map[contender]int{}
 	if votes > 0 {
 		count[contender{self, epoch}] = votes
@@ -1080,7 +1095,8 @@ func (rs *round) tally(self, resource string, epoch uint64, votes int, busy []pr
 		h := csha256.New()
 		h.Write([]byte(resource))
 		h.Write(binary.BigEndian.AppendUint64(nil, k.epoch))
-		h.Write([]byte(k.holder))
+		h.Write([]byte(k.holder.ID))
+		h.Write(k.holder.Session[:])
 		return [csha256.Size]byte(h.Sum(nil))
 	}
 	var first contender

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // Errors callers can branch on (with errors.Is).
@@ -84,9 +86,10 @@ func (e *QuorumError) Failed() []int {
 // BusyError reports who holds the resource, as enough nodes said.
 type BusyError struct {
 	Resource string
-	Holder   string
-	Epoch    uint64
-	Left     time.Duration
+	// Holder is the lock session holding the resource.
+	Holder protocol.Holder
+	Epoch  uint64
+	Left   time.Duration
 	// Nodes are the indices of the nodes that answered busy.
 	Nodes []int
 	// Local is set when this client itself holds (or is acquiring) the
@@ -99,7 +102,7 @@ func (e *BusyError) Error() string {
 	if e.Local {
 		return fmt.Sprintf("client: %q is already held or being acquired by this client", e.Resource)
 	}
-	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, shortID(e.Holder), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
+	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, e.Holder.Short(), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
 }
 
 // Is makes errors.Is(err, ErrBusy) true.

@@ -133,7 +133,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			stop = cancel
 			ch := make(chan renewal, 1)
 			inflight = ch
-			req := protocol.RenewRequest{Cluster: l.token.Cluster, Resource: l.token.Resource, Epoch: l.token.Epoch, TTL: l.ttl}
+			req := protocol.RenewRequest{Cluster: l.token.Cluster, Resource: l.token.Resource, Epoch: l.token.Epoch, Session: l.token.Holder.Session, TTL: l.ttl}
 			if !l.c.goFunc(func() {
 				_, refusals, left, err := l.c.quorum(rctx, "renew", protocol.ProtoRenew, req.Marshal())
 				ch <- renewal{sent: sent, left: left, refusals: refusals, err: err}

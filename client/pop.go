@@ -31,8 +31,8 @@ func SignRequest(req *http.Request, tok protocol.Token, id lcrypto.PrivKey, now 
 	if err != nil {
 		return fmt.Errorf("client: sign request: %w", err)
 	}
-	if pid.String() != tok.Holder {
-		return fmt.Errorf("client: sign request: token holder %s is not this identity %s", tok.Holder, pid)
+	if pid.String() != tok.Holder.ID {
+		return fmt.Errorf("client: sign request: token holder %s is not this identity %s", tok.Holder.ID, pid)
 	}
 	if err := verifier.SignRequest(req, tok, id.Sign, now); err != nil {
 		return fmt.Errorf("client: %w", err)

@@ -33,7 +33,7 @@ func TestSignRequest(t *testing.T) {
 	require.NoError(t, err)
 
 	issue := func(epoch uint64, holder string) protocol.Token {
-		st := cluster.Statement("orders-db", epoch, holder)
+		st := cluster.Statement("orders-db", epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{7}})
 		var ps []crypto.PartialSig
 		for _, s := range shares[1:] {
 			p, err := s.Sign(st.SignedBytes())

@@ -10,9 +10,15 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-func pendingBusy(holder string, epoch uint64, left time.Duration) protocol.AcquireReply {
+func pendingBusy(holder protocol.Holder, epoch uint64, left time.Duration) protocol.AcquireReply {
 	return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder, LeaseEpoch: epoch, Left: left, Pending: true}
 }
+
+// The contenders of these tests: lock sessions of two identities.
+var (
+	alice = protocol.Holder{ID: "alice", Session: protocol.SessionID{0xa1}}
+	bob   = protocol.Holder{ID: "bob", Session: protocol.SessionID{0xb1}}
+)
 
 func TestTallyMostVotesGoesFirst(t *testing.T) {
 	tests := []struct {
@@ -21,19 +27,19 @@ func TestTallyMostVotesGoesFirst(t *testing.T) {
 		busy  []protocol.AcquireReply
 		want  splitRole
 	}{
-		{"more votes than the rival", 3, []protocol.AcquireReply{pendingBusy("bob", 7, time.Second), pendingBusy("bob", 7, time.Second)}, splitFirst},
-		{"fewer votes than the rival", 1, []protocol.AcquireReply{pendingBusy("bob", 7, time.Second), pendingBusy("bob", 7, time.Second)}, splitLater},
-		{"no votes, a rival with one", 0, []protocol.AcquireReply{pendingBusy("bob", 7, time.Second)}, splitLater},
+		{"more votes than the rival", 3, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitFirst},
+		{"fewer votes than the rival", 1, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitLater},
+		{"no votes, a rival with one", 0, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second)}, splitLater},
 		{"committed leases are not contenders", 1, []protocol.AcquireReply{
-			{Kind: protocol.KindBusy, Holder: "bob", LeaseEpoch: 6, Left: time.Second},
-			{Kind: protocol.KindBusy, Holder: "bob", LeaseEpoch: 6, Left: time.Second},
+			{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second},
+			{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second},
 		}, splitFirst},
 		{"nothing to order: stale refusals only", 0, nil, splitNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rs round
-			rs.tally("alice", "res", 7, tt.votes, tt.busy)
+			rs := round{holder: alice}
+			rs.tally("res", 7, tt.votes, tt.busy)
 			require.Equal(t, tt.want, rs.split)
 		})
 	}
@@ -45,9 +51,9 @@ func TestTallyMostVotesGoesFirst(t *testing.T) {
 func TestTallyTieAgreed(t *testing.T) {
 	firsts := map[string]int{}
 	for epoch := uint64(1); epoch <= 64; epoch++ {
-		var a, b round
-		a.tally("alice", "res", epoch, 2, []protocol.AcquireReply{pendingBusy("bob", epoch, time.Second), pendingBusy("bob", epoch, time.Second)})
-		b.tally("bob", "res", epoch, 2, []protocol.AcquireReply{pendingBusy("alice", epoch, time.Second), pendingBusy("alice", epoch, time.Second)})
+		a, b := round{holder: alice}, round{holder: bob}
+		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(bob, epoch, time.Second), pendingBusy(bob, epoch, time.Second)})
+		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice, epoch, time.Second), pendingBusy(alice, epoch, time.Second)})
 		require.NotEqual(t, a.split, b.split, "epoch %d", epoch)
 		require.Contains(t, []splitRole{splitFirst, splitLater}, a.split)
 		if a.split == splitFirst {
@@ -64,14 +70,14 @@ func TestTallyTieAgreed(t *testing.T) {
 // rounds in a row has stopped; we wait for the shortest time its votes have
 // left instead of retrying against them.
 func TestTallyStuckVotes(t *testing.T) {
-	var rs round
-	rs.tally("alice", "res", 7, 1, []protocol.AcquireReply{pendingBusy("bob", 6, 900*time.Millisecond)})
+	rs := round{holder: alice}
+	rs.tally("res", 7, 2, []protocol.AcquireReply{pendingBusy(bob, 6, 900*time.Millisecond)})
 	require.Equal(t, splitFirst, rs.split, "a rival at an older epoch with fewer votes")
-	rs.tally("alice", "res", 8, 1, []protocol.AcquireReply{pendingBusy("bob", 6, 700*time.Millisecond), pendingBusy("bob", 6, 500*time.Millisecond)})
+	rs.tally("res", 8, 1, []protocol.AcquireReply{pendingBusy(bob, 6, 700*time.Millisecond), pendingBusy(bob, 6, 500*time.Millisecond)})
 	require.Equal(t, splitStuck, rs.split)
 	require.Equal(t, 500*time.Millisecond, rs.stuckLeft)
 	// A new round of the rival (another epoch) is a live contender again.
-	rs.tally("alice", "res", 9, 1, []protocol.AcquireReply{pendingBusy("bob", 9, time.Second), pendingBusy("bob", 9, time.Second)})
+	rs.tally("res", 9, 1, []protocol.AcquireReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)})
 	require.Equal(t, splitLater, rs.split)
 	require.Zero(t, rs.stuckLeft)
 }
@@ -84,7 +90,7 @@ func TestLearnSplitHintIsOneShot(t *testing.T) {
 	const f = 2
 	huge := uint64(math.MaxUint64 - 5)
 
-	var rs round
+	rs := round{holder: alice}
 	rs.learnSplit(f, 7, 4, []uint64{huge})
 	require.Equal(t, uint64(8), rs.floor, "our votes used epoch 7")
 	require.Equal(t, huge+1, rs.hint)
@@ -119,4 +125,26 @@ func TestRefusalConsistent(t *testing.T) {
 	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, 9), 9), "too far while at our epoch")
 	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, math.MaxUint64-5), 9), "too far while far above it")
 	require.True(t, refusalConsistent(refusal(protocol.CodeUnauthorised, 0), 9))
+}
+
+// TestTallySessionsOfOneIdentity: two processes sharing one client key
+// are two contenders. Each sees the other's uncommitted votes as a rival's
+// (not its own), and they agree which one goes first.
+func TestTallySessionsOfOneIdentity(t *testing.T) {
+	alice2 := protocol.Holder{ID: alice.ID, Session: protocol.SessionID{0xa2}}
+	firsts := map[protocol.Holder]int{}
+	for epoch := uint64(1); epoch <= 64; epoch++ {
+		a, b := round{holder: alice}, round{holder: alice2}
+		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice2, epoch, time.Second), pendingBusy(alice2, epoch, time.Second)})
+		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice, epoch, time.Second), pendingBusy(alice, epoch, time.Second)})
+		require.NotEqual(t, a.split, b.split, "epoch %d", epoch)
+		require.Contains(t, []splitRole{splitFirst, splitLater}, a.split)
+		if a.split == splitFirst {
+			firsts[alice]++
+		} else {
+			firsts[alice2]++
+		}
+	}
+	require.Greater(t, firsts[alice], 0)
+	require.Greater(t, firsts[alice2], 0)
 }

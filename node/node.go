@@ -119,7 +119,7 @@ type Node struct {
 	store VoteStore
 	host  host.Host
 	clock clockwork.Clock
-	stmt  func(resource string, epoch uint64, holder string) protocol.Statement
+	stmt  func(resource string, epoch uint64, holder protocol.Holder) protocol.Statement
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,6 +134,10 @@ type Node struct {
 
 	evMu   sync.Mutex
 	evSeen map[[32]byte]bool
+
+	// laterEra is logged once: a node that is asked about a later era
+	// belongs to a group that was reshared and should be stopped.
+	laterEra sync.Once
 }
 
 // New starts a node on host h: it registers the protocol handlers and
@@ -352,12 +356,17 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if err != nil {
 		return refuse(protocol.CodeBadRequest, 0, err.Error()), nil
 	}
-	holder := from.String()
+	holder := protocol.Holder{ID: from.String(), Session: req.Session}
 	if req.Cluster != n.cfg.Cluster.ID {
 		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
 	}
-	if c, ok := n.cfg.Cluster.Client(holder); !ok || !c.Allows(req.Resource) {
-		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder, req.Resource)), nil
+	if c, ok := n.cfg.Cluster.Client(holder.ID); !ok || !c.Allows(req.Resource) {
+		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder.ID, req.Resource)), nil
+	}
+	if e := n.laterEraEpoch(req.Epoch, req.Proof); e != 0 {
+		o := n.cfg.Rules.refuseLaterEra(Outcome{}, e)
+		n.noteLaterEra(o, from)
+		return refuse(o.Code, 0, o.Message), nil
 	}
 	if req.Proof != nil {
 		if err := n.verifyToken(*req.Proof, req.Resource); err != nil {
@@ -375,6 +384,9 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		changed := false
 		if seen > 0 {
 			so := n.cfg.Rules.SeeVotes(rec, seen, now)
+			if so.Kind == protocol.KindRefuse {
+				return so, nil
+			}
 			rec, changed, audit = so.Next, so.Changed, so.Audit
 		}
 		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
@@ -404,11 +416,40 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 	case protocol.KindBusy:
 		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left, Pending: o.Pending}.Marshal(), nil
 	default:
+		n.noteLaterEra(o, from)
 		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
 	}
 }
 
-func ack(o Outcome, err error) ([]byte, error) {
+// laterEraEpoch returns the first of epoch and tok's epoch that lies in a
+// later era, or 0. The handlers refuse those before paying for a pairing;
+// the rules refuse them again.
+func (n *Node) laterEraEpoch(epoch uint64, tok *protocol.Token) uint64 {
+	switch {
+	case n.cfg.Rules.laterEra(epoch):
+		return epoch
+	case tok != nil && n.cfg.Rules.laterEra(tok.Epoch):
+		return tok.Epoch
+	}
+	return 0
+}
+
+// noteLaterEra logs, once per node, that a peer showed it an epoch of a
+// later era: this node's group was reshared and the node should be
+// stopped.
+func (n *Node) noteLaterEra(o Outcome, from peer.ID) {
+	if o.Code != protocol.CodeOtherEra {
+		return
+	}
+	n.laterEra.Do(func() {
+		log.Errorw("refused an epoch of a later era: this node belongs to an earlier era (its cluster was reshared); stop it",
+			"peer", from, "resource", o.Next.Resource, "detail", o.Message)
+	})
+}
+
+// ack answers Commit, Renew, Release and Abandon.
+func (n *Node) ack(from peer.ID, o Outcome, err error) ([]byte, error) {
+	n.noteLaterEra(o, from)
 	if err != nil {
 		log.Errorw("request failed", "err", err)
 		return protocol.Ack{Code: protocol.CodeInternal, Message: "node failed to record the request"}.Marshal(), nil
@@ -418,7 +459,7 @@ func ack(o Outcome, err error) ([]byte, error) {
 		return a.Marshal(), nil
 	}
 	a.Code = protocol.CodeOK
-	if l := o.Next.Lease; l.Holder != "" {
+	if l := o.Next.Lease; !l.Holder.IsZero() {
 		a.Left = l.Expires.Sub(o.At)
 	}
 	return a.Marshal(), nil
@@ -429,12 +470,16 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
+	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
+		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{}, e), nil)
+	}
 	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
-	return ack(n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
+	o, err := n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Commit(rec, from.String(), req.Token, req.TTL, now), nil
-	}))
+	})
+	return n.ack(from, o, err)
 }
 
 func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -445,9 +490,11 @@ func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte,
 	if req.Cluster != n.cfg.Cluster.ID {
 		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
 	}
-	return ack(n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
-		return n.cfg.Rules.Renew(rec, from.String(), req.Epoch, req.TTL, now), nil
-	}))
+	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Renew(rec, holder, req.Epoch, req.TTL, now), nil
+	})
+	return n.ack(from, o, err)
 }
 
 func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -455,15 +502,19 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
-	if req.Token.Holder != from.String() {
+	if req.Token.Holder.ID != from.String() {
 		return protocol.Ack{Code: protocol.CodeNotHolder, Message: "only the holder may release"}.Marshal(), nil
+	}
+	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
+		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{}, e), nil)
 	}
 	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
-	return ack(n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
+	o, err := n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Release(rec, req.Token, now), nil
-	}))
+	})
+	return n.ack(from, o, err)
 }
 
 func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -474,9 +525,11 @@ func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if req.Cluster != n.cfg.Cluster.ID {
 		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
 	}
-	return ack(n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
-		return n.cfg.Rules.Abandon(rec, from.String(), req.Epoch, now), nil
-	}))
+	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+		return n.cfg.Rules.Abandon(rec, holder, req.Epoch, now), nil
+	})
+	return n.ack(from, o, err)
 }
 
 // checkVoteProof verifies the signed votes an Acquire carries and returns

@@ -35,6 +35,23 @@ func (r Rules) floor(rec Record) Record {
 	return rec
 }
 
+// laterEra reports whether epoch lies at or above the next era's floor
+// (protocol.Era.Beyond): a group reshared after this node's; the node
+// neither votes there nor learns anything from it (S1 across a resharing).
+func (r Rules) laterEra(epoch uint64) bool {
+	return protocol.Era{Floor: r.EpochFloor}.Beyond(epoch)
+}
+
+// ErrLaterEraMessage is the refusal a node of an earlier era gives to
+// anything from a later one.
+const ErrLaterEraMessage = "this node belongs to an earlier era (its cluster was reshared); stop it"
+
+// refuseLaterEra refuses a request that names an epoch of a later era.
+func (r Rules) refuseLaterEra(o Outcome, epoch uint64) Outcome {
+	ceiling, _ := protocol.Era{Floor: r.EpochFloor}.Ceiling()
+	return o.refuse(protocol.CodeOtherEra, fmt.Sprintf("epoch %d is at or above the next era's floor %d: %s", epoch, ceiling, ErrLaterEraMessage))
+}
+
 // earlierEra reports whether tok was certified at or below the epoch
 // floor. This group never votes there, so such a token was signed by the
 // group before a resharing (it checks under the same group key): it
@@ -68,28 +85,37 @@ type Outcome struct {
 	Code    protocol.Code
 	Message string
 	// Busy details.
-	Holder     string
+	Holder     protocol.Holder
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool // the busy lease is an uncommitted vote
 }
 
 // Acquire is the pure voting rule. The caller has already checked the
-// cluster, the field limits and that holder may hold resource, and has
-// verified proof (if any) as a certified token for this resource.
+// cluster, the field limits and that holder's identity may hold resource,
+// and has verified proof (if any) as a certified token for this resource.
 //
-// A node votes iff the epoch is above its last epoch, at most MaxEpochStep
-// above the highest epoch it knows, and no other holder has an unexpired
-// lease or vote. Safety (one holder per epoch) depends only on the first
-// rule; now only affects leases.
-func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
+// A node votes iff the epoch is above its last epoch (S1, S3), below the
+// next era's floor (S1 across a resharing), at most MaxEpochStep above the
+// highest epoch it knows (S5), and no other holder has an unexpired lease
+// or vote. A holder is one lock session: another session of the same
+// client identity is another holder, and waits like anyone else. Safety
+// (one holder per epoch) depends only on the first two rules; now only
+// affects leases.
+func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
 	o := Outcome{Next: r.floor(rec), At: now}
+	if r.laterEra(epoch) {
+		return r.refuseLaterEra(o, epoch)
+	}
+	if proof != nil && r.laterEra(proof.Epoch) {
+		return r.refuseLaterEra(o, proof.Epoch)
+	}
 	o.expire(now)
 	if proof != nil && !r.earlierEra(*proof) {
 		o.catchUp(*proof, now)
 	}
 	n := &o.Next
-	// A re-sent request gets the vote it already got.
+	// A re-sent request of the same session gets the vote it already got.
 	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
 		o.Kind, o.Repeat = protocol.KindVote, true
 		return o
@@ -124,17 +150,21 @@ func (r Rules) Acquire(rec Record, holder string, epoch uint64, ttl time.Duratio
 }
 
 // Commit records a certified token (already verified by the caller). Any
-// sender teaches the node the epoch (catch-up); only the token's holder
-// starts the lease, which runs ttl from now.
+// sender teaches the node the epoch (catch-up); only the token holder's
+// identity starts the lease (of the token's session), which runs ttl from
+// now.
 func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	if r.laterEra(tok.Epoch) {
+		return r.refuseLaterEra(o, tok.Epoch)
+	}
 	if r.earlierEra(tok) {
 		return r.refuseEarlierEra(o, tok)
 	}
 	o.expire(now)
 	o.catchUp(tok, now)
 	n := &o.Next
-	if sender != tok.Holder {
+	if sender != tok.Holder.ID {
 		return o // learned the epoch; the lease is the holder's business
 	}
 	if tok.Epoch < n.Lease.Epoch || tok.Epoch < n.LastEpoch {
@@ -152,8 +182,9 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 	return o
 }
 
-// Renew extends the holder's committed, unexpired lease at epoch.
-func (r Rules) Renew(rec Record, holder string, epoch uint64, ttl time.Duration, now time.Time) Outcome {
+// Renew extends the holder's (the session's) committed, unexpired lease at
+// epoch.
+func (r Rules) Renew(rec Record, holder protocol.Holder, epoch uint64, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	l := rec.Lease // judged as it was, before expiry clears it
 	o.expire(now)
@@ -171,10 +202,14 @@ func (r Rules) Renew(rec Record, holder string, epoch uint64, ttl time.Duration,
 }
 
 // Release ends the holder's lease at the token's epoch (the caller verified
-// the token and that the sender is its holder) so the resource is free at
-// once.
+// the token and that the sender is its holder's identity) so the resource
+// is free at once. The token names the session, so a release ends only the
+// lease of the session that acquired.
 func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	if r.laterEra(tok.Epoch) {
+		return r.refuseLaterEra(o, tok.Epoch)
+	}
 	if r.earlierEra(tok) {
 		return r.refuseEarlierEra(o, tok)
 	}
@@ -191,10 +226,10 @@ func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 	return o
 }
 
-// Abandon drops the holder's uncommitted vote at epoch, freeing the
-// resource at once. LastEpoch is unchanged, so the node still never votes
-// at that epoch for anyone else (S1).
-func (r Rules) Abandon(rec Record, holder string, epoch uint64, now time.Time) Outcome {
+// Abandon drops the holder's (the session's) uncommitted vote at epoch,
+// freeing the resource at once. LastEpoch is unchanged, so the node still
+// never votes at that epoch for anyone else (S1).
+func (r Rules) Abandon(rec Record, holder protocol.Holder, epoch uint64, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	o.expire(now)
 	n := &o.Next
@@ -212,13 +247,17 @@ func (r Rules) Abandon(rec Record, holder string, epoch uint64, now time.Time) O
 // honest, and an honest node votes at most MaxEpochStep above what it
 // knows, so raising Seen keeps epochs bounded (S5) while letting a node
 // that fell behind by uncommitted votes take part again. Seen never lets
-// the node vote at or below LastEpoch (S1).
+// the node vote at or below LastEpoch (S1). Votes of a later era teach it
+// nothing: they are refused (S1 across a resharing).
 func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	if r.laterEra(epoch) {
+		return r.refuseLaterEra(o, epoch)
+	}
 	if epoch > o.Next.Seen {
 		o.Next.Seen = epoch
 		o.Changed = true
-		o.audit(now, AuditSeen, rec.Resource, epoch, "", "f+1 signed votes")
+		o.audit(now, AuditSeen, rec.Resource, epoch, protocol.Holder{}, "f+1 signed votes")
 	}
 	return o
 }
@@ -257,7 +296,7 @@ func (o *Outcome) catchUp(tok protocol.Token, now time.Time) {
 		o.Changed = true
 		o.audit(now, AuditCatchUp, n.Resource, tok.Epoch, tok.Holder, "")
 	}
-	if n.Lease.Holder != "" && n.Lease.Epoch < tok.Epoch {
+	if !n.Lease.Holder.IsZero() && n.Lease.Epoch < tok.Epoch {
 		n.Lease = Lease{} // superseded by a later certified epoch
 		o.Changed = true
 	}
@@ -266,7 +305,7 @@ func (o *Outcome) catchUp(tok protocol.Token, now time.Time) {
 // expire clears a lapsed lease, auditing a committed one.
 func (o *Outcome) expire(now time.Time) {
 	l := o.Next.Lease
-	if l.Holder == "" || l.Active(now) {
+	if l.Holder.IsZero() || l.Active(now) {
 		return
 	}
 	if l.Committed {
@@ -281,8 +320,8 @@ func (o Outcome) refuse(code protocol.Code, msg string) Outcome {
 	return o
 }
 
-func (o *Outcome) audit(now time.Time, kind AuditKind, resource string, epoch uint64, holder, detail string) {
-	o.Audit = append(o.Audit, AuditEntry{Time: now, Kind: kind, Resource: resource, Epoch: epoch, Holder: holder, Detail: detail})
+func (o *Outcome) audit(now time.Time, kind AuditKind, resource string, epoch uint64, holder protocol.Holder, detail string) {
+	o.Audit = append(o.Audit, AuditEntry{Time: now, Kind: kind, Resource: resource, Epoch: epoch, Holder: holder.String(), Detail: detail})
 }
 
 // Status is Status with the epoch floor applied, so clients pick their

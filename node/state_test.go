@@ -24,15 +24,25 @@ var (
 
 const stateRes = "orders-db"
 
+// The holders of these tests: lock sessions of three identities, and
+// alice2, a second session of alice's identity (another replica sharing
+// her key), which is a different holder.
+var (
+	alice  = protocol.Holder{ID: "alice", Session: protocol.SessionID{0xa1}}
+	alice2 = protocol.Holder{ID: "alice", Session: protocol.SessionID{0xa2}}
+	bob    = protocol.Holder{ID: "bob", Session: protocol.SessionID{0xb1}}
+	carol  = protocol.Holder{ID: "carol", Session: protocol.SessionID{0xc1}}
+)
+
 func stateAt(d time.Duration) time.Time { return stateBase.Add(d) }
 
 // stateTok is a certified token as the transitions see it: already
 // verified by the caller, so a zero signature is fine here.
-func stateTok(epoch uint64, holder string) protocol.Token {
+func stateTok(epoch uint64, holder protocol.Holder) protocol.Token {
 	return protocol.Token{Statement: protocol.Statement{Resource: stateRes, Epoch: epoch, Holder: holder}}
 }
 
-func stateTokP(epoch uint64, holder string) *protocol.Token {
+func stateTokP(epoch uint64, holder protocol.Holder) *protocol.Token {
 	t := stateTok(epoch, holder)
 	return &t
 }
@@ -50,16 +60,16 @@ func stateKinds(audit []AuditEntry) []AuditKind {
 func stateVoted() Record {
 	return Record{
 		Resource: stateRes, LastEpoch: 5,
-		VoteEpoch: 5, VoteHolder: "alice", Vote: crypto.PartialSig{Index: 1}, VoteTTL: 30 * time.Second,
-		Lease: Lease{Holder: "alice", Epoch: 5, Expires: stateAt(2 * time.Second)},
+		VoteEpoch: 5, VoteHolder: alice, Vote: crypto.PartialSig{Index: 1}, VoteTTL: 30 * time.Second,
+		Lease: Lease{Holder: alice, Epoch: 5, Expires: stateAt(2 * time.Second)},
 	}
 }
 
 // stateCommitted is stateVoted after alice's commit at t=0 with a 10s TTL.
 func stateCommitted() Record {
 	r := stateVoted()
-	r.Certified = stateTokP(5, "alice")
-	r.Lease = Lease{Holder: "alice", Epoch: 5, Expires: stateAt(10 * time.Second), Committed: true}
+	r.Certified = stateTokP(5, alice)
+	r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(10 * time.Second), Committed: true}
 	return r
 }
 
@@ -101,207 +111,214 @@ func TestAcquire(t *testing.T) {
 	tests := []struct {
 		name   string
 		rec    Record
-		holder string
+		holder protocol.Holder
 		epoch  uint64
 		ttl    time.Duration
 		proof  *protocol.Token
 		now    time.Time
 		want   stateWant
 		// busy details, checked when want.kind is KindBusy
-		busyHolder string
+		busyHolder protocol.Holder
 		busyEpoch  uint64
 		busyLeft   time.Duration
 		busyVote   bool // the busy lease is an uncommitted vote (Pending)
+		// lastEra runs the case in the last epoch era, whose ceiling is
+		// the top of the uint64 range.
+		lastEra bool
 	}{
 		{
-			name: "fresh record votes", rec: fresh, holder: "bob", epoch: 1, ttl: 20 * time.Second, now: stateAt(0),
+			name: "fresh record votes", rec: fresh, holder: bob, epoch: 1, ttl: 20 * time.Second, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 1, VoteEpoch: 1, VoteHolder: "bob", VoteTTL: 20 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 1, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 1, VoteEpoch: 1, VoteHolder: bob, VoteTTL: 20 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 1, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "vote zeroes the previous partial for the driver to sign", rec: stateVoted(), holder: "bob", epoch: 6, ttl: 20 * time.Second, now: stateAt(3 * time.Second),
+			name: "vote zeroes the previous partial for the driver to sign", rec: stateVoted(), holder: bob, epoch: 6, ttl: 20 * time.Second, now: stateAt(3 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: "bob", VoteTTL: 20 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 6, Expires: stateAt(5 * time.Second)},
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 20 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(5 * time.Second)},
 			}},
 		},
 		{
-			name: "ttl 0 gets DefaultTTL", rec: fresh, holder: "bob", epoch: 3, ttl: 0, now: stateAt(0),
+			name: "ttl 0 gets DefaultTTL", rec: fresh, holder: bob, epoch: 3, ttl: 0, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 3, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "negative ttl gets DefaultTTL", rec: fresh, holder: "bob", epoch: 3, ttl: -time.Second, now: stateAt(0),
+			name: "negative ttl gets DefaultTTL", rec: fresh, holder: bob, epoch: 3, ttl: -time.Second, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 3, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "ttl above MaxTTL is clamped", rec: fresh, holder: "bob", epoch: 3, ttl: time.Hour, now: stateAt(0),
+			name: "ttl above MaxTTL is clamped", rec: fresh, holder: bob, epoch: 3, ttl: time.Hour, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: "bob", VoteTTL: time.Minute,
-				Lease: Lease{Holder: "bob", Epoch: 3, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: time.Minute,
+				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "other holder at the voted epoch is stale", rec: stateVoted(), holder: "bob", epoch: 5, now: stateAt(time.Second),
+			name: "other holder at the voted epoch is stale", rec: stateVoted(), holder: bob, epoch: 5, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: stateVoted()},
 		},
 		{
-			name: "epoch below last epoch is stale", rec: stateVoted(), holder: "bob", epoch: 4, now: stateAt(time.Hour),
+			name: "epoch below last epoch is stale", rec: stateVoted(), holder: bob, epoch: 4, now: stateAt(time.Hour),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, changed: true,
 				next: stateWith(stateVoted(), func(r *Record) { r.Lease = Lease{} })},
 		},
 		{
-			name: "epoch 0 on a fresh record is stale", rec: fresh, holder: "bob", epoch: 0, now: stateAt(0),
+			name: "epoch 0 on a fresh record is stale", rec: fresh, holder: bob, epoch: 0, now: stateAt(0),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: fresh},
 		},
 		{
-			name: "fresh: known+step votes", rec: fresh, holder: "bob", epoch: 10, now: stateAt(0),
+			name: "fresh: known+step votes", rec: fresh, holder: bob, epoch: 10, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 10, VoteEpoch: 10, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 10, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 10, VoteEpoch: 10, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 10, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "fresh: known+step+1 is too far", rec: fresh, holder: "bob", epoch: 11, now: stateAt(0),
+			name: "fresh: known+step+1 is too far", rec: fresh, holder: bob, epoch: 11, now: stateAt(0),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: fresh},
 		},
 		{
-			name: "last epoch 5: 15 votes", rec: stateVoted(), holder: "alice", epoch: 15, now: stateAt(time.Second),
+			name: "last epoch 5: 15 votes", rec: stateVoted(), holder: alice, epoch: 15, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 15, VoteEpoch: 15, VoteHolder: "alice", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "alice", Epoch: 15, Expires: stateAt(3 * time.Second)},
+				Resource: stateRes, LastEpoch: 15, VoteEpoch: 15, VoteHolder: alice, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: alice, Epoch: 15, Expires: stateAt(3 * time.Second)},
 			}},
 		},
 		{
-			name: "last epoch 5: 16 is too far", rec: stateVoted(), holder: "alice", epoch: 16, now: stateAt(time.Second),
+			name: "last epoch 5: 16 is too far", rec: stateVoted(), holder: alice, epoch: 16, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: stateVoted()},
 		},
 		{
-			name: "far epoch is checked before busy", rec: stateCommitted(), holder: "bob", epoch: 1000, now: stateAt(time.Second),
+			name: "far epoch is checked before busy", rec: stateCommitted(), holder: bob, epoch: 1000, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: stateCommitted()},
 		},
 		{
 			// Not reachable through the transitions (catchUp raises LastEpoch
 			// with Certified), but known is max(LastEpoch, Certified.Epoch).
-			name: "known is the certified epoch when above last epoch: 30 votes", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, "carol")},
-			holder: "bob", epoch: 30, now: stateAt(0),
+			name: "known is the certified epoch when above last epoch: 30 votes", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, carol)},
+			holder: bob, epoch: 30, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 30, VoteEpoch: 30, VoteHolder: "bob", VoteTTL: 10 * time.Second, Certified: stateTokP(20, "carol"),
-				Lease: Lease{Holder: "bob", Epoch: 30, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: 30, VoteEpoch: 30, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(20, carol),
+				Lease: Lease{Holder: bob, Epoch: 30, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "known is the certified epoch when above last epoch: 31 is too far", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, "carol")},
-			holder: "bob", epoch: 31, now: stateAt(0),
-			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, "carol")}},
+			name: "known is the certified epoch when above last epoch: 31 is too far", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, carol)},
+			holder: bob, epoch: 31, now: stateAt(0),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, carol)}},
 		},
 		{
 			// known+step = MaxUint64-5+10 would wrap to 4: a naive
 			// epoch > known+step would refuse.
-			name: "no overflow: last epoch MaxUint64-5, epoch MaxUint64 votes", rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 5},
-			holder: "bob", epoch: math.MaxUint64, now: stateAt(0),
+			name: "no overflow: last epoch MaxUint64-5, epoch MaxUint64 votes", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 5},
+			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "no overflow: last epoch MaxUint64-10, epoch MaxUint64 votes", rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 10},
-			holder: "bob", epoch: math.MaxUint64, now: stateAt(0),
+			name: "no overflow: last epoch MaxUint64-10, epoch MaxUint64 votes", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 10},
+			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
+				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
-			name: "no overflow: last epoch MaxUint64-11, epoch MaxUint64 is too far", rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 11},
-			holder: "bob", epoch: math.MaxUint64, now: stateAt(0),
+			name: "no overflow: last epoch MaxUint64-11, epoch MaxUint64 is too far", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 11},
+			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 11}},
 		},
 		{
-			name: "no overflow: last epoch MaxUint64 is stale", rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64},
-			holder: "bob", epoch: math.MaxUint64, now: stateAt(0),
+			name: "no overflow: last epoch MaxUint64 is stale", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64},
+			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: Record{Resource: stateRes, LastEpoch: math.MaxUint64}},
 		},
 		{
-			name: "busy: another holder's committed lease", rec: stateCommitted(), holder: "bob", epoch: 6, now: stateAt(4 * time.Second),
+			name: "busy: another holder's committed lease", rec: stateCommitted(), holder: bob, epoch: 6, now: stateAt(4 * time.Second),
 			want:       stateWant{kind: protocol.KindBusy, next: stateCommitted()},
-			busyHolder: "alice", busyEpoch: 5, busyLeft: 6 * time.Second,
+			busyHolder: alice, busyEpoch: 5, busyLeft: 6 * time.Second,
 		},
 		{
-			name: "busy: another holder's uncommitted vote", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(time.Second),
+			name: "busy: another holder's uncommitted vote", rec: stateVoted(), holder: bob, epoch: 6, now: stateAt(time.Second),
 			want:       stateWant{kind: protocol.KindBusy, next: stateVoted()},
-			busyHolder: "alice", busyEpoch: 5, busyLeft: time.Second, busyVote: true,
+			busyHolder: alice, busyEpoch: 5, busyLeft: time.Second, busyVote: true,
 		},
 		{
-			name: "busy: one nanosecond before the vote times out", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(2*time.Second - 1),
+			name: "busy: one nanosecond before the vote times out", rec: stateVoted(), holder: bob, epoch: 6, now: stateAt(2*time.Second - 1),
 			want:       stateWant{kind: protocol.KindBusy, next: stateVoted()},
-			busyHolder: "alice", busyEpoch: 5, busyLeft: 1, busyVote: true,
+			busyHolder: alice, busyEpoch: 5, busyLeft: 1, busyVote: true,
 		},
 		{
-			name: "vote timeout frees the resource", rec: stateVoted(), holder: "bob", epoch: 6, now: stateAt(2 * time.Second),
+			name: "vote timeout frees the resource", rec: stateVoted(), holder: bob, epoch: 6, now: stateAt(2 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: "bob", VoteTTL: 10 * time.Second,
-				Lease: Lease{Holder: "bob", Epoch: 6, Expires: stateAt(4 * time.Second)},
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(4 * time.Second)},
 			}},
 		},
 		{
-			name: "committed lease expiry frees the resource", rec: stateCommitted(), holder: "bob", epoch: 6, now: stateAt(10 * time.Second),
+			name: "committed lease expiry frees the resource", rec: stateCommitted(), holder: bob, epoch: 6, now: stateAt(10 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditExpire, AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: "bob", VoteTTL: 10 * time.Second, Certified: stateTokP(5, "alice"),
-				Lease: Lease{Holder: "bob", Epoch: 6, Expires: stateAt(12 * time.Second)},
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice),
+				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(12 * time.Second)},
 			}},
 		},
 		{
-			name: "same holder re-sends: repeat", rec: stateVoted(), holder: "alice", epoch: 5, ttl: 30 * time.Second, now: stateAt(time.Second),
+			name: "same holder re-sends: repeat", rec: stateVoted(), holder: alice, epoch: 5, ttl: 30 * time.Second, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateVoted()},
 		},
 		{
-			name: "same holder re-sends with a committed lease: repeat", rec: stateCommitted(), holder: "alice", epoch: 5, now: stateAt(5 * time.Second),
+			name: "same holder re-sends with a committed lease: repeat", rec: stateCommitted(), holder: alice, epoch: 5, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateCommitted()},
 		},
 		{
-			name: "same holder re-sends after the vote timed out: repeat, lapsed vote cleared", rec: stateVoted(), holder: "alice", epoch: 5, now: stateAt(time.Hour),
+			name: "same holder re-sends after the vote timed out: repeat, lapsed vote cleared", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Hour),
 			want: stateWant{kind: protocol.KindVote, repeat: true, changed: true,
 				next: stateWith(stateVoted(), func(r *Record) { r.Lease = Lease{} })},
 		},
 		{
 			name: "same holder re-sends before the driver signed: stale, no repeat", rec: stateWith(stateVoted(), func(r *Record) { r.Vote = crypto.PartialSig{} }),
-			holder: "alice", epoch: 5, now: stateAt(time.Second),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale,
 				next: stateWith(stateVoted(), func(r *Record) { r.Vote = crypto.PartialSig{} })},
 		},
 		{
 			name: "same holder, older epoch than its last vote: stale", rec: stateWith(stateVoted(), func(r *Record) { r.LastEpoch, r.VoteEpoch, r.Lease.Epoch = 7, 7, 7 }),
-			holder: "alice", epoch: 5, now: stateAt(time.Second),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale,
 				next: stateWith(stateVoted(), func(r *Record) { r.LastEpoch, r.VoteEpoch, r.Lease.Epoch = 7, 7, 7 })},
 		},
 		{
-			name: "same holder acquires a higher epoch while holding: keeps the later expiry", rec: stateCommitted(), holder: "alice", epoch: 6, ttl: 20 * time.Second, now: stateAt(4 * time.Second),
+			name: "same holder acquires a higher epoch while holding: keeps the later expiry", rec: stateCommitted(), holder: alice, epoch: 6, ttl: 20 * time.Second, now: stateAt(4 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: "alice", VoteTTL: 20 * time.Second, Certified: stateTokP(5, "alice"),
-				Lease: Lease{Holder: "alice", Epoch: 6, Expires: stateAt(10 * time.Second)},
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 20 * time.Second, Certified: stateTokP(5, alice),
+				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(10 * time.Second)},
 			}},
 		},
 		{
-			name: "same holder acquires a higher epoch near its lease end: vote timeout is later", rec: stateCommitted(), holder: "alice", epoch: 6, now: stateAt(9 * time.Second),
+			name: "same holder acquires a higher epoch near its lease end: vote timeout is later", rec: stateCommitted(), holder: alice, epoch: 6, now: stateAt(9 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: "alice", VoteTTL: 10 * time.Second, Certified: stateTokP(5, "alice"),
-				Lease: Lease{Holder: "alice", Epoch: 6, Expires: stateAt(11 * time.Second)},
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice),
+				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(11 * time.Second)},
 			}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Acquire(tt.rec, tt.holder, tt.epoch, tt.ttl, tt.proof, tt.now)
+			rules := stateRules
+			if tt.lastEra {
+				rules.EpochFloor = 0xffff << protocol.EraBits
+			}
+			o := rules.Acquire(tt.rec, tt.holder, tt.epoch, tt.ttl, tt.proof, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 			if tt.want.kind == protocol.KindBusy {
 				require.Equal(t, tt.busyHolder, o.Holder)
@@ -322,11 +339,11 @@ func TestAcquireVoteAuditEntry(t *testing.T) {
 	rec := stateCommitted()
 	orig := stateCommitted()
 	now := stateAt(20 * time.Second)
-	o := stateRules.Acquire(rec, "bob", 7, 0, nil, now)
+	o := stateRules.Acquire(rec, bob, 7, 0, nil, now)
 	require.Equal(t, protocol.KindVote, o.Kind)
 	require.Equal(t, []AuditEntry{
-		{Time: now, Kind: AuditExpire, Resource: stateRes, Epoch: 5, Holder: "alice"},
-		{Time: now, Kind: AuditVote, Resource: stateRes, Epoch: 7, Holder: "bob"},
+		{Time: now, Kind: AuditExpire, Resource: stateRes, Epoch: 5, Holder: alice.String()},
+		{Time: now, Kind: AuditVote, Resource: stateRes, Epoch: 7, Holder: bob.String()},
 	}, o.Audit)
 	require.Equal(t, orig, rec, "Acquire must not modify its input")
 }
@@ -337,20 +354,20 @@ func TestAcquireVoteAuditEntry(t *testing.T) {
 func TestAcquireSameEpochOtherHolderAlwaysRefused(t *testing.T) {
 	now0 := stateAt(0)
 	// Build the states through the transitions.
-	o := stateRules.Acquire(Record{Resource: stateRes}, "alice", 5, 30*time.Second, nil, now0)
+	o := stateRules.Acquire(Record{Resource: stateRes}, alice, 5, 30*time.Second, nil, now0)
 	require.Equal(t, protocol.KindVote, o.Kind)
 	voted := o.Next
 	voted.Vote = crypto.PartialSig{Index: 2}
-	o = stateRules.Commit(voted, "alice", stateTok(5, "alice"), 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, alice.ID, stateTok(5, alice), 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	committed := o.Next
-	o = stateRules.Release(committed, stateTok(5, "alice"), stateAt(2*time.Second))
+	o = stateRules.Release(committed, stateTok(5, alice), stateAt(2*time.Second))
 	require.Zero(t, o.Kind)
 	released := o.Next
-	o = stateRules.Commit(voted, "bob", stateTok(5, "alice"), 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, bob.ID, stateTok(5, alice), 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	learned := o.Next // certified by a non-holder's commit; lease still the vote
-	o = stateRules.Acquire(committed, "alice", 8, 0, nil, stateAt(3*time.Second))
+	o = stateRules.Acquire(committed, alice, 8, 0, nil, stateAt(3*time.Second))
 	require.Equal(t, protocol.KindVote, o.Kind)
 	later := o.Next // alice moved on to 8 while holding
 
@@ -370,19 +387,19 @@ func TestAcquireSameEpochOtherHolderAlwaysRefused(t *testing.T) {
 	times := []time.Duration{-time.Hour, 0, time.Second, 2 * time.Second, 3 * time.Second, 30 * time.Second, 31 * time.Second, time.Hour, 24 * 365 * time.Hour}
 	proofs := []*protocol.Token{
 		nil,
-		stateTokP(5, "alice"),
-		stateTokP(4, "carol"),
-		stateTokP(6, "alice"),
-		stateTokP(40, "carol"),
-		stateTokP(5, "bob"),   // cannot exist under S1; the node must still not vote
-		stateTokP(5, "carol"), // idem
+		stateTokP(5, alice),
+		stateTokP(4, carol),
+		stateTokP(6, alice),
+		stateTokP(40, carol),
+		stateTokP(5, bob),   // cannot exist under S1; the node must still not vote
+		stateTokP(5, carol), // idem
 	}
 	ttls := []time.Duration{0, time.Second, time.Hour}
 	n := 0
 	for name, rec := range states {
 		for _, d := range times {
 			for _, proof := range proofs {
-				for _, holder := range []string{"bob", "carol"} {
+				for _, holder := range []protocol.Holder{bob, carol} {
 					for _, epoch := range []uint64{5, 4, 1} {
 						for _, ttl := range ttls {
 							now := stateAt(d)
@@ -410,21 +427,21 @@ func TestAcquireSameEpochOtherHolderAlwaysRefused(t *testing.T) {
 // TestAcquireProofCatchUp: a verified token catches a lagging node up (S5).
 func TestAcquireProofCatchUp(t *testing.T) {
 	lagging := Record{
-		Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: "carol", Vote: crypto.PartialSig{Index: 1}, VoteTTL: time.Minute,
-		Certified: stateTokP(3, "carol"),
-		Lease:     Lease{Holder: "carol", Epoch: 3, Expires: stateAt(time.Minute), Committed: true},
+		Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: carol, Vote: crypto.PartialSig{Index: 1}, VoteTTL: time.Minute,
+		Certified: stateTokP(3, carol),
+		Lease:     Lease{Holder: carol, Epoch: 3, Expires: stateAt(time.Minute), Committed: true},
 	}
 	caughtUp := stateWith(lagging, func(r *Record) {
 		r.LastEpoch = 20
-		r.Certified = stateTokP(20, "alice")
+		r.Certified = stateTokP(20, alice)
 		r.Lease = Lease{}
 	})
 	now := stateAt(time.Second)
 	votedAt := func(base Record, epoch uint64) Record {
 		return stateWith(base, func(r *Record) {
-			r.LastEpoch, r.VoteEpoch, r.VoteHolder, r.VoteTTL = epoch, epoch, "bob", 10*time.Second
+			r.LastEpoch, r.VoteEpoch, r.VoteHolder, r.VoteTTL = epoch, epoch, bob, 10*time.Second
 			r.Vote = crypto.PartialSig{}
-			r.Lease = Lease{Holder: "bob", Epoch: epoch, Expires: now.Add(2 * time.Second)}
+			r.Lease = Lease{Holder: bob, Epoch: epoch, Expires: now.Add(2 * time.Second)}
 		})
 	}
 	tests := []struct {
@@ -443,19 +460,19 @@ func TestAcquireProofCatchUp(t *testing.T) {
 			want: stateWant{kind: protocol.KindBusy, next: lagging},
 		},
 		{
-			name: "proof epoch itself is stale, but the node caught up", rec: lagging, epoch: 20, proof: stateTokP(20, "alice"),
+			name: "proof epoch itself is stale, but the node caught up", rec: lagging, epoch: 20, proof: stateTokP(20, alice),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, changed: true, audit: []AuditKind{AuditCatchUp}, next: caughtUp},
 		},
 		{
-			name: "proof epoch+1 votes", rec: lagging, epoch: 21, proof: stateTokP(20, "alice"),
+			name: "proof epoch+1 votes", rec: lagging, epoch: 21, proof: stateTokP(20, alice),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditCatchUp, AuditVote}, next: votedAt(caughtUp, 21)},
 		},
 		{
-			name: "proof epoch+step votes", rec: lagging, epoch: 30, proof: stateTokP(20, "alice"),
+			name: "proof epoch+step votes", rec: lagging, epoch: 30, proof: stateTokP(20, alice),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditCatchUp, AuditVote}, next: votedAt(caughtUp, 30)},
 		},
 		{
-			name: "proof epoch+step+1 is too far, but the node caught up", rec: lagging, epoch: 31, proof: stateTokP(20, "alice"),
+			name: "proof epoch+step+1 is too far, but the node caught up", rec: lagging, epoch: 31, proof: stateTokP(20, alice),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, changed: true, audit: []AuditKind{AuditCatchUp}, next: caughtUp},
 		},
 		{
@@ -475,30 +492,30 @@ func TestAcquireProofCatchUp(t *testing.T) {
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeTooFar, next: caughtUp},
 		},
 		{
-			name: "older proof changes nothing", rec: caughtUp, epoch: 21, proof: stateTokP(2, "carol"),
+			name: "older proof changes nothing", rec: caughtUp, epoch: 21, proof: stateTokP(2, carol),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: votedAt(caughtUp, 21)},
 		},
 		{
-			name: "older proof on a refusal changes nothing", rec: caughtUp, epoch: 19, proof: stateTokP(2, "carol"),
+			name: "older proof on a refusal changes nothing", rec: caughtUp, epoch: 19, proof: stateTokP(2, carol),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: caughtUp},
 		},
 		{
-			name: "proof at the last epoch only records the token", rec: stateWith(lagging, func(r *Record) { r.Certified = nil }), epoch: 13, proof: stateTokP(3, "carol"),
+			name: "proof at the last epoch only records the token", rec: stateWith(lagging, func(r *Record) { r.Certified = nil }), epoch: 13, proof: stateTokP(3, carol),
 			want: stateWant{kind: protocol.KindBusy, changed: true, next: lagging},
 		},
 		{
-			name: "proof for the lease epoch keeps the lease", rec: stateWith(lagging, func(r *Record) { r.Certified = nil }), epoch: 3, proof: stateTokP(3, "carol"),
+			name: "proof for the lease epoch keeps the lease", rec: stateWith(lagging, func(r *Record) { r.Certified = nil }), epoch: 3, proof: stateTokP(3, carol),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, changed: true, next: lagging},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Acquire(tt.rec, "bob", tt.epoch, 0, tt.proof, now)
+			o := stateRules.Acquire(tt.rec, bob, tt.epoch, 0, tt.proof, now)
 			stateCheck(t, o, now, tt.want)
 			for _, a := range o.Audit {
 				if a.Kind == AuditCatchUp {
 					require.Equal(t, tt.proof.Epoch, a.Epoch)
-					require.Equal(t, tt.proof.Holder, a.Holder)
+					require.Equal(t, tt.proof.Holder.String(), a.Holder)
 				}
 			}
 		})
@@ -516,88 +533,88 @@ func TestCommit(t *testing.T) {
 		want   stateWant
 	}{
 		{
-			name: "holder commits the voted epoch with ttl 0: VoteTTL", rec: stateVoted(), sender: "alice", tok: stateTok(5, "alice"), now: stateAt(time.Second),
+			name: "holder commits the voted epoch with ttl 0: VoteTTL", rec: stateVoted(), sender: alice.ID, tok: stateTok(5, alice), now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
-				r.Certified = stateTokP(5, "alice")
-				r.Lease = Lease{Holder: "alice", Epoch: 5, Expires: stateAt(31 * time.Second), Committed: true}
+				r.Certified = stateTokP(5, alice)
+				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(31 * time.Second), Committed: true}
 			})},
 		},
 		{
-			name: "holder commits with a ttl", rec: stateVoted(), sender: "alice", tok: stateTok(5, "alice"), ttl: 20 * time.Second, now: stateAt(time.Second),
+			name: "holder commits with a ttl", rec: stateVoted(), sender: alice.ID, tok: stateTok(5, alice), ttl: 20 * time.Second, now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
-				r.Certified = stateTokP(5, "alice")
-				r.Lease = Lease{Holder: "alice", Epoch: 5, Expires: stateAt(21 * time.Second), Committed: true}
+				r.Certified = stateTokP(5, alice)
+				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(21 * time.Second), Committed: true}
 			})},
 		},
 		{
-			name: "holder commits with a ttl above MaxTTL: clamped", rec: stateVoted(), sender: "alice", tok: stateTok(5, "alice"), ttl: time.Hour, now: stateAt(time.Second),
+			name: "holder commits with a ttl above MaxTTL: clamped", rec: stateVoted(), sender: alice.ID, tok: stateTok(5, alice), ttl: time.Hour, now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
-				r.Certified = stateTokP(5, "alice")
-				r.Lease = Lease{Holder: "alice", Epoch: 5, Expires: stateAt(61 * time.Second), Committed: true}
+				r.Certified = stateTokP(5, alice)
+				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(61 * time.Second), Committed: true}
 			})},
 		},
 		{
-			name: "holder commits after its vote timed out: lease starts now", rec: stateVoted(), sender: "alice", tok: stateTok(5, "alice"), now: stateAt(5 * time.Second),
+			name: "holder commits after its vote timed out: lease starts now", rec: stateVoted(), sender: alice.ID, tok: stateTok(5, alice), now: stateAt(5 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
-				r.Certified = stateTokP(5, "alice")
-				r.Lease = Lease{Holder: "alice", Epoch: 5, Expires: stateAt(35 * time.Second), Committed: true}
+				r.Certified = stateTokP(5, alice)
+				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(35 * time.Second), Committed: true}
 			})},
 		},
 		{
-			name: "holder commits an epoch the node missed: catch-up, DefaultTTL", rec: stateVoted(), sender: "alice", tok: stateTok(7, "alice"), now: stateAt(time.Second),
+			name: "holder commits an epoch the node missed: catch-up, DefaultTTL", rec: stateVoted(), sender: alice.ID, tok: stateTok(7, alice), now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCatchUp, AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
 				r.LastEpoch = 7
-				r.Certified = stateTokP(7, "alice")
-				r.Lease = Lease{Holder: "alice", Epoch: 7, Expires: stateAt(11 * time.Second), Committed: true}
+				r.Certified = stateTokP(7, alice)
+				r.Lease = Lease{Holder: alice, Epoch: 7, Expires: stateAt(11 * time.Second), Committed: true}
 			})},
 		},
 		{
-			name: "holder commits on a fresh record", rec: Record{Resource: stateRes}, sender: "bob", tok: stateTok(4, "bob"), ttl: 15 * time.Second, now: stateAt(0),
+			name: "holder commits on a fresh record", rec: Record{Resource: stateRes}, sender: bob.ID, tok: stateTok(4, bob), ttl: 15 * time.Second, now: stateAt(0),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCatchUp, AuditCommit}, next: Record{
-				Resource: stateRes, LastEpoch: 4, Certified: stateTokP(4, "bob"),
-				Lease: Lease{Holder: "bob", Epoch: 4, Expires: stateAt(15 * time.Second), Committed: true},
+				Resource: stateRes, LastEpoch: 4, Certified: stateTokP(4, bob),
+				Lease: Lease{Holder: bob, Epoch: 4, Expires: stateAt(15 * time.Second), Committed: true},
 			}},
 		},
 		{
-			name: "duplicate commit is fine: lease restarts", rec: stateCommitted(), sender: "alice", tok: stateTok(5, "alice"), now: stateAt(3 * time.Second),
+			name: "duplicate commit is fine: lease restarts", rec: stateCommitted(), sender: alice.ID, tok: stateTok(5, alice), now: stateAt(3 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.Lease.Expires = stateAt(33 * time.Second)
 			})},
 		},
 		{
-			name: "non-holder commit only records the token", rec: stateVoted(), sender: "bob", tok: stateTok(5, "alice"), now: stateAt(time.Second),
-			want: stateWant{changed: true, next: stateWith(stateVoted(), func(r *Record) { r.Certified = stateTokP(5, "alice") })},
+			name: "non-holder commit only records the token", rec: stateVoted(), sender: bob.ID, tok: stateTok(5, alice), now: stateAt(time.Second),
+			want: stateWant{changed: true, next: stateWith(stateVoted(), func(r *Record) { r.Certified = stateTokP(5, alice) })},
 		},
 		{
-			name: "non-holder commit of a known token changes nothing", rec: stateCommitted(), sender: "bob", tok: stateTok(5, "alice"), ttl: time.Minute, now: stateAt(time.Second),
+			name: "non-holder commit of a known token changes nothing", rec: stateCommitted(), sender: bob.ID, tok: stateTok(5, alice), ttl: time.Minute, now: stateAt(time.Second),
 			want: stateWant{next: stateCommitted()},
 		},
 		{
-			name: "non-holder commit of a later epoch catches up", rec: stateCommitted(), sender: "carol", tok: stateTok(9, "bob"), now: stateAt(time.Second),
+			name: "non-holder commit of a later epoch catches up", rec: stateCommitted(), sender: carol.ID, tok: stateTok(9, bob), now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCatchUp}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.LastEpoch = 9
-				r.Certified = stateTokP(9, "bob")
+				r.Certified = stateTokP(9, bob)
 				r.Lease = Lease{}
 			})},
 		},
 		{
 			name: "token below last epoch is stale", rec: stateWith(stateCommitted(), func(r *Record) {
-				r.LastEpoch, r.VoteEpoch, r.VoteHolder = 8, 8, "bob"
-				r.Lease = Lease{Holder: "bob", Epoch: 8, Expires: stateAt(2 * time.Second)}
+				r.LastEpoch, r.VoteEpoch, r.VoteHolder = 8, 8, bob
+				r.Lease = Lease{Holder: bob, Epoch: 8, Expires: stateAt(2 * time.Second)}
 			}),
-			sender: "alice", tok: stateTok(5, "alice"), now: stateAt(time.Second),
+			sender: alice.ID, tok: stateTok(5, alice), now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: stateWith(stateCommitted(), func(r *Record) {
-				r.LastEpoch, r.VoteEpoch, r.VoteHolder = 8, 8, "bob"
-				r.Lease = Lease{Holder: "bob", Epoch: 8, Expires: stateAt(2 * time.Second)}
+				r.LastEpoch, r.VoteEpoch, r.VoteHolder = 8, 8, bob
+				r.Lease = Lease{Holder: bob, Epoch: 8, Expires: stateAt(2 * time.Second)}
 			})},
 		},
 		{
 			name: "token below last epoch, no lease, is stale", rec: stateWith(stateVoted(), func(r *Record) { r.LastEpoch = 8; r.Lease = Lease{} }),
-			sender: "alice", tok: stateTok(5, "alice"), now: stateAt(time.Second),
+			sender: alice.ID, tok: stateTok(5, alice), now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, changed: true, next: stateWith(stateVoted(), func(r *Record) {
 				r.LastEpoch = 8
 				r.Lease = Lease{}
-				r.Certified = stateTokP(5, "alice")
+				r.Certified = stateTokP(5, alice)
 			})},
 		},
 		{
@@ -605,7 +622,7 @@ func TestCommit(t *testing.T) {
 				r.LastEpoch, r.VoteEpoch = 6, 6
 				r.Lease.Epoch = 6
 			}),
-			sender: "alice", tok: stateTok(5, "alice"), now: stateAt(time.Second),
+			sender: alice.ID, tok: stateTok(5, alice), now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, next: stateWith(stateCommitted(), func(r *Record) {
 				r.LastEpoch, r.VoteEpoch = 6, 6
 				r.Lease.Epoch = 6
@@ -624,54 +641,54 @@ func TestRenew(t *testing.T) {
 	tests := []struct {
 		name   string
 		rec    Record
-		holder string
+		holder protocol.Holder
 		epoch  uint64
 		ttl    time.Duration
 		now    time.Time
 		want   stateWant
 	}{
 		{
-			name: "holder extends", rec: stateCommitted(), holder: "alice", epoch: 5, ttl: 20 * time.Second, now: stateAt(5 * time.Second),
+			name: "holder extends", rec: stateCommitted(), holder: alice, epoch: 5, ttl: 20 * time.Second, now: stateAt(5 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRenew}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.Lease.Expires = stateAt(25 * time.Second)
 			})},
 		},
 		{
-			name: "holder extends, ttl 0: DefaultTTL", rec: stateCommitted(), holder: "alice", epoch: 5, now: stateAt(5 * time.Second),
+			name: "holder extends, ttl 0: DefaultTTL", rec: stateCommitted(), holder: alice, epoch: 5, now: stateAt(5 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRenew}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.Lease.Expires = stateAt(15 * time.Second)
 			})},
 		},
 		{
-			name: "holder extends, ttl clamped", rec: stateCommitted(), holder: "alice", epoch: 5, ttl: time.Hour, now: stateAt(5 * time.Second),
+			name: "holder extends, ttl clamped", rec: stateCommitted(), holder: alice, epoch: 5, ttl: time.Hour, now: stateAt(5 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRenew}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.Lease.Expires = stateAt(65 * time.Second)
 			})},
 		},
 		{
-			name: "one nanosecond before expiry still renews", rec: stateCommitted(), holder: "alice", epoch: 5, now: stateAt(10*time.Second - 1),
+			name: "one nanosecond before expiry still renews", rec: stateCommitted(), holder: alice, epoch: 5, now: stateAt(10*time.Second - 1),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRenew}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.Lease.Expires = stateAt(20*time.Second - 1)
 			})},
 		},
 		{
-			name: "wrong holder", rec: stateCommitted(), holder: "bob", epoch: 5, now: stateAt(5 * time.Second),
+			name: "wrong holder", rec: stateCommitted(), holder: bob, epoch: 5, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "lower epoch", rec: stateCommitted(), holder: "alice", epoch: 4, now: stateAt(5 * time.Second),
+			name: "lower epoch", rec: stateCommitted(), holder: alice, epoch: 4, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "higher epoch", rec: stateCommitted(), holder: "alice", epoch: 6, now: stateAt(5 * time.Second),
+			name: "higher epoch", rec: stateCommitted(), holder: alice, epoch: 6, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "no lease at all", rec: Record{Resource: stateRes, LastEpoch: 5}, holder: "alice", epoch: 5, now: stateAt(5 * time.Second),
+			name: "no lease at all", rec: Record{Resource: stateRes, LastEpoch: 5}, holder: alice, epoch: 5, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: Record{Resource: stateRes, LastEpoch: 5}},
 		},
 		{
-			name: "uncommitted vote", rec: stateVoted(), holder: "alice", epoch: 5, now: stateAt(time.Second),
+			name: "uncommitted vote", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNoLease, next: stateVoted()},
 		},
 	}
@@ -715,7 +732,7 @@ func TestRenewExpiredLeaseIsNoLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Renew(tt.rec, "alice", 5, 0, tt.now)
+			o := stateRules.Renew(tt.rec, alice, 5, 0, tt.now)
 			// These hold today:
 			require.Equal(t, protocol.KindRefuse, o.Kind)
 			require.True(t, o.Changed)
@@ -736,40 +753,40 @@ func TestRelease(t *testing.T) {
 		want stateWant
 	}{
 		{
-			name: "holder releases its committed lease", rec: stateCommitted(), tok: stateTok(5, "alice"), now: stateAt(3 * time.Second),
+			name: "holder releases its committed lease", rec: stateCommitted(), tok: stateTok(5, alice), now: stateAt(3 * time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateCommitted(), func(r *Record) { r.Lease, r.Released = Lease{}, 5 })},
 		},
 		{
-			name: "holder releases its uncommitted vote", rec: stateVoted(), tok: stateTok(5, "alice"), now: stateAt(time.Second),
+			name: "holder releases its uncommitted vote", rec: stateVoted(), tok: stateTok(5, alice), now: stateAt(time.Second),
 			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Lease, r.Released = Lease{}, 5
-				r.Certified = stateTokP(5, "alice")
+				r.Certified = stateTokP(5, alice)
 			})},
 		},
 		{
-			name: "non-holder", rec: stateCommitted(), tok: stateTok(5, "bob"), now: stateAt(3 * time.Second),
+			name: "non-holder", rec: stateCommitted(), tok: stateTok(5, bob), now: stateAt(3 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "lower epoch", rec: stateCommitted(), tok: stateTok(4, "alice"), now: stateAt(3 * time.Second),
+			name: "lower epoch", rec: stateCommitted(), tok: stateTok(4, alice), now: stateAt(3 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "higher epoch: catches up, which clears the lower lease, and refuses", rec: stateCommitted(), tok: stateTok(6, "alice"), now: stateAt(3 * time.Second),
+			name: "higher epoch: catches up, which clears the lower lease, and refuses", rec: stateCommitted(), tok: stateTok(6, alice), now: stateAt(3 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, audit: []AuditKind{AuditCatchUp}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.LastEpoch = 6
-				r.Certified = stateTokP(6, "alice")
+				r.Certified = stateTokP(6, alice)
 				r.Lease = Lease{}
 			})},
 		},
 		{
-			name: "expired lease", rec: stateCommitted(), tok: stateTok(5, "alice"), now: stateAt(10 * time.Second),
+			name: "expired lease", rec: stateCommitted(), tok: stateTok(5, alice), now: stateAt(10 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, audit: []AuditKind{AuditExpire},
 				next: stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{} })},
 		},
 		{
-			name: "no lease", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(5, "alice")}, tok: stateTok(5, "alice"), now: stateAt(0),
-			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(5, "alice")}},
+			name: "no lease", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(5, alice)}, tok: stateTok(5, alice), now: stateAt(0),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(5, alice)}},
 		},
 	}
 	for _, tt := range tests {
@@ -793,14 +810,14 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := stateAt(time.Second)
-			o := stateRules.Acquire(tt.rec, "bob", 6, 0, nil, now)
+			o := stateRules.Acquire(tt.rec, bob, 6, 0, nil, now)
 			require.Equal(t, protocol.KindBusy, o.Kind, "held before the release")
-			o = stateRules.Release(tt.rec, stateTok(5, "alice"), now)
+			o = stateRules.Release(tt.rec, stateTok(5, alice), now)
 			require.Zero(t, o.Kind, o.Message)
-			require.False(t, Status(o.Next, now).Holder != "")
-			o = stateRules.Acquire(o.Next, "bob", 6, 0, nil, now)
+			require.False(t, Status(o.Next, now).Holder.IsZero() == false)
+			o = stateRules.Acquire(o.Next, bob, 6, 0, nil, now)
 			require.Equal(t, protocol.KindVote, o.Kind, o.Message)
-			require.Equal(t, Lease{Holder: "bob", Epoch: 6, Expires: now.Add(stateRules.VoteTimeout)}, o.Next.Lease)
+			require.Equal(t, Lease{Holder: bob, Epoch: 6, Expires: now.Add(stateRules.VoteTimeout)}, o.Next.Lease)
 		})
 	}
 }
@@ -817,19 +834,19 @@ func TestExpiry(t *testing.T) {
 		after []AuditKind
 	}{
 		{name: "acquire by another holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Acquire(r, "bob", 6, 0, nil, now)
+			return stateRules.Acquire(r, bob, 6, 0, nil, now)
 		}, after: []AuditKind{AuditVote}},
 		{name: "stale acquire", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Acquire(r, "bob", 5, 0, nil, now)
+			return stateRules.Acquire(r, bob, 5, 0, nil, now)
 		}},
 		{name: "commit by a non-holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Commit(r, "bob", stateTok(5, "alice"), 0, now)
+			return stateRules.Commit(r, bob.ID, stateTok(5, alice), 0, now)
 		}},
 		{name: "renew by another holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Renew(r, "bob", 5, 0, now)
+			return stateRules.Renew(r, bob, 5, 0, now)
 		}},
 		{name: "release by another holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Release(r, stateTok(5, "bob"), now)
+			return stateRules.Release(r, stateTok(5, bob), now)
 		}},
 	}
 	leases := []struct {
@@ -855,9 +872,9 @@ func TestExpiry(t *testing.T) {
 					want = append(want, tr.after...)
 					require.Equal(t, want, stateKinds(o.Audit))
 					if l.committed {
-						require.Equal(t, AuditEntry{Time: now, Kind: AuditExpire, Resource: stateRes, Epoch: 5, Holder: "alice"}, o.Audit[0])
+						require.Equal(t, AuditEntry{Time: now, Kind: AuditExpire, Resource: stateRes, Epoch: 5, Holder: alice.String()}, o.Audit[0])
 					}
-					require.NotEqual(t, "alice", o.Next.Lease.Holder, "lapsed lease cleared")
+					require.NotEqual(t, alice, o.Next.Lease.Holder, "lapsed lease cleared")
 					require.Equal(t, l.rec.LastEpoch <= o.Next.LastEpoch, true)
 				})
 			}
@@ -867,7 +884,7 @@ func TestExpiry(t *testing.T) {
 	for _, l := range leases {
 		t.Run(l.name+"/not yet", func(t *testing.T) {
 			now := l.lapsed.Add(-1)
-			o := stateRules.Renew(l.rec, "bob", 5, 0, now)
+			o := stateRules.Renew(l.rec, bob, 5, 0, now)
 			require.False(t, o.Changed)
 			require.Empty(t, o.Audit)
 			require.Equal(t, l.rec, o.Next)
@@ -884,21 +901,21 @@ func TestStatus(t *testing.T) {
 	}{
 		{name: "fresh", rec: Record{Resource: stateRes}, now: stateAt(0), want: protocol.StatusReply{}},
 		{name: "uncommitted vote", rec: stateVoted(), now: stateAt(500 * time.Millisecond),
-			want: protocol.StatusReply{LastEpoch: 5, Holder: "alice", LeaseEpoch: 5, LeaseLeft: 1500 * time.Millisecond}},
+			want: protocol.StatusReply{LastEpoch: 5, Holder: alice, LeaseEpoch: 5, LeaseLeft: 1500 * time.Millisecond}},
 		{name: "uncommitted vote timed out", rec: stateVoted(), now: stateAt(2 * time.Second),
 			want: protocol.StatusReply{LastEpoch: 5}},
 		{name: "committed lease", rec: stateCommitted(), now: stateAt(4 * time.Second),
-			want: protocol.StatusReply{LastEpoch: 5, Holder: "alice", LeaseEpoch: 5, LeaseLeft: 6 * time.Second, Certified: stateTokP(5, "alice")}},
+			want: protocol.StatusReply{LastEpoch: 5, Holder: alice, LeaseEpoch: 5, LeaseLeft: 6 * time.Second, Certified: stateTokP(5, alice)}},
 		{name: "committed lease expired", rec: stateCommitted(), now: stateAt(10 * time.Second),
-			want: protocol.StatusReply{LastEpoch: 5, Certified: stateTokP(5, "alice")}},
+			want: protocol.StatusReply{LastEpoch: 5, Certified: stateTokP(5, alice)}},
 		{name: "released", rec: stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{} }), now: stateAt(time.Second),
-			want: protocol.StatusReply{LastEpoch: 5, Certified: stateTokP(5, "alice")}},
+			want: protocol.StatusReply{LastEpoch: 5, Certified: stateTokP(5, alice)}},
 		{name: "certified above a later vote", rec: stateWith(stateVoted(), func(r *Record) {
 			r.LastEpoch = 9
-			r.Certified = stateTokP(7, "carol")
+			r.Certified = stateTokP(7, carol)
 			r.Lease = Lease{}
 		}), now: stateAt(time.Second),
-			want: protocol.StatusReply{LastEpoch: 9, Certified: stateTokP(7, "carol")}},
+			want: protocol.StatusReply{LastEpoch: 9, Certified: stateTokP(7, carol)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -918,13 +935,13 @@ func TestRandomTransitions(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 
-	holders := []string{"alice", "bob", "carol"}
-	pick := func() string { return holders[rng.Intn(len(holders))] }
+	holders := []protocol.Holder{alice, alice2, bob, carol}
+	pick := func() protocol.Holder { return holders[rng.Intn(len(holders))] }
 	// voted is every epoch this node voted for, and the holder (S1/S3).
-	voted := map[uint64]string{}
+	voted := map[uint64]protocol.Holder{}
 	// certified is every token that exists in this simulated world; it is
 	// consistent with voted, as S1 guarantees.
-	certified := map[uint64]string{}
+	certified := map[uint64]protocol.Holder{}
 	tokenAt := func(e uint64) protocol.Token {
 		h, ok := certified[e]
 		if !ok {
@@ -966,14 +983,14 @@ func TestRandomTransitions(t *testing.T) {
 		var (
 			o      Outcome
 			op     string
-			holder string
+			holder protocol.Holder
 			epoch  uint64
 		)
 		switch r := rng.Intn(100); {
 		case r < 45:
 			op = "acquire"
 			holder, epoch = pick(), around(prev.LastEpoch, 3, 13)
-			if rng.Intn(8) == 0 && prev.VoteHolder != "" {
+			if rng.Intn(8) == 0 && !prev.VoteHolder.IsZero() {
 				holder, epoch = prev.VoteHolder, prev.VoteEpoch // a re-send
 			}
 			var proof *protocol.Token
@@ -992,22 +1009,22 @@ func TestRandomTransitions(t *testing.T) {
 				e = prev.VoteEpoch
 			}
 			tok := tokenAt(e)
-			sender := tok.Holder
+			sender := tok.Holder.ID
 			if rng.Intn(4) == 0 {
-				sender = pick()
+				sender = pick().ID
 			}
 			o = stateRules.Commit(prev, sender, tok, randTTL(), now)
 		case r < 80:
 			op = "renew"
 			holder, epoch = pick(), around(prev.LastEpoch, 2, 1)
-			if prev.Lease.Holder != "" && rng.Intn(2) == 0 {
+			if prev.Lease.Holder.IsZero() == false && rng.Intn(2) == 0 {
 				holder, epoch = prev.Lease.Holder, prev.Lease.Epoch
 			}
 			o = stateRules.Renew(prev, holder, epoch, randTTL(), now)
 		case r < 92:
 			op = "release"
 			e := around(prev.LastEpoch, 2, 2)
-			if prev.Lease.Holder != "" && rng.Intn(2) == 0 {
+			if prev.Lease.Holder.IsZero() == false && rng.Intn(2) == 0 {
 				e = prev.Lease.Epoch
 			}
 			o = stateRules.Release(prev, tokenAt(e), now)
@@ -1016,7 +1033,7 @@ func TestRandomTransitions(t *testing.T) {
 			s := Status(prev, now)
 			require.Equal(t, prev.LastEpoch, s.LastEpoch)
 			require.Equal(t, prev.Certified, s.Certified)
-			require.Equal(t, prev.Lease.Active(now), s.Holder != "")
+			require.Equal(t, prev.Lease.Active(now), s.Holder.IsZero() == false)
 			counts[op]++
 			continue
 		}
@@ -1097,18 +1114,18 @@ func TestRandomTransitions(t *testing.T) {
 func TestCommitAfterReleaseRefused(t *testing.T) {
 	r := Rules{MaxEpochStep: 10, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tok := protocol.Token{Statement: protocol.Statement{Resource: "r", Epoch: 1, Holder: "A"}}
-	o := r.Acquire(Record{Resource: "r"}, "A", 1, time.Second, nil, now)
+	tok := protocol.Token{Statement: protocol.Statement{Resource: "r", Epoch: 1, Holder: alice}}
+	o := r.Acquire(Record{Resource: "r"}, alice, 1, time.Second, nil, now)
 	require.Equal(t, protocol.KindVote, o.Kind)
-	o = r.Commit(o.Next, "A", tok, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, time.Second, now)
 	require.Zero(t, o.Code)
 	require.True(t, o.Next.Lease.Committed)
 	o = r.Release(o.Next, tok, now)
 	require.Zero(t, o.Code)
-	o = r.Commit(o.Next, "A", tok, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, time.Second, now)
 	require.Equal(t, protocol.CodeNoLease, o.Code)
-	require.Empty(t, o.Next.Lease.Holder)
+	require.Zero(t, o.Next.Lease.Holder)
 	// The resource stays free for another holder at a higher epoch.
-	o = r.Acquire(o.Next, "B", 2, time.Second, nil, now)
+	o = r.Acquire(o.Next, bob, 2, time.Second, nil, now)
 	require.Equal(t, protocol.KindVote, o.Kind)
 }

@@ -20,9 +20,10 @@ type Record struct {
 	// The node never votes at or below it again (S1, S3).
 	LastEpoch uint64 `json:"last_epoch"`
 	// VoteEpoch, VoteHolder and Vote are the last vote given, kept so a
-	// re-sent request gets the same vote back without a new write.
+	// re-sent request of the same session gets the same vote back without
+	// a new write.
 	VoteEpoch  uint64            `json:"vote_epoch,omitempty"`
-	VoteHolder string            `json:"vote_holder,omitempty"`
+	VoteHolder protocol.Holder   `json:"vote_holder,omitzero"`
 	Vote       crypto.PartialSig `json:"vote"`
 	// VoteIDSig is the node's identity signature over the vote's
 	// statement (protocol.Statement.VoteBytes), shown in Status.
@@ -43,7 +44,9 @@ type Record struct {
 // Lease is advisory: it gives liveness and exclusion between honest
 // clients; safety never depends on it.
 type Lease struct {
-	Holder string `json:"holder,omitempty"`
+	// Holder is the lock session holding the lease; another session of
+	// the same client identity is another holder.
+	Holder protocol.Holder `json:"holder,omitzero"`
 	Epoch  uint64 `json:"epoch,omitempty"`
 	// Expires is when the lease (or uncommitted vote) lapses.
 	Expires time.Time `json:"expires"`
@@ -52,7 +55,7 @@ type Lease struct {
 }
 
 // Active reports whether the lease is held at now.
-func (l Lease) Active(now time.Time) bool { return l.Holder != "" && now.Before(l.Expires) }
+func (l Lease) Active(now time.Time) bool { return !l.Holder.IsZero() && now.Before(l.Expires) }
 
 // AuditKind names what a node decided.
 type AuditKind string
@@ -80,7 +83,8 @@ type AuditEntry struct {
 	Kind     AuditKind `json:"kind"`
 	Resource string    `json:"resource"`
 	Epoch    uint64    `json:"epoch"`
-	Holder   string    `json:"holder,omitempty"`
+	// Holder is the lock session in Holder.String form.
+	Holder string `json:"holder,omitempty"`
 	Detail   string    `json:"detail,omitempty"`
 }
 

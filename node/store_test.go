@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // TestVoteStoreConformance runs the same suite against every VoteStore
@@ -78,7 +80,7 @@ func testStoreOverwrite(t *testing.T, s VoteStore) {
 	require.NoError(t, s.Save(ctx, other))
 
 	// The new record replaces the old one entirely: no stale token or vote.
-	next := Record{Resource: "r", LastEpoch: 4, Lease: Lease{Holder: "h2", Epoch: 4}}
+	next := Record{Resource: "r", LastEpoch: 4, Lease: Lease{Holder: protocol.Holder{ID: "h2", Session: protocol.SessionID{2}}, Epoch: 4}}
 	require.NoError(t, s.Save(ctx, next))
 	got, ok, err := s.Load(ctx, "r")
 	require.NoError(t, err)
@@ -103,7 +105,7 @@ func testStoreNoAliasing(t *testing.T, s VoteStore) {
 
 	// Mutating what was saved changes nothing stored.
 	rec.Certified.Epoch = 99
-	rec.Certified.Holder = "mallory"
+	rec.Certified.Holder.ID = "mallory"
 	entries[0].Detail = "changed"
 	require.Zero(t, entries[0].Seq, "Save must not write into the caller's entries")
 
@@ -227,7 +229,7 @@ func testStoreRejectedSaveWritesNothing(t *testing.T, s VoteStore) {
 	ctx := context.Background()
 	badToken := storeTestRecord("bad-token", 1)
 	tok := *badToken.Certified
-	tok.Holder = "has space" // fails Token.MarshalText
+	tok.Holder.ID = "has space" // fails Token.MarshalText
 	badToken.Certified = &tok
 	tests := []struct {
 		name  string

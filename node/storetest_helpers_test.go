@@ -118,7 +118,7 @@ var storeTestCrypto = sync.OnceValues(func() (crypto.PartialSig, protocol.Token)
 		Cluster:  protocol.NewClusterID("store-test", gk.PublicKey()),
 		Resource: "r",
 		Epoch:    3,
-		Holder:   "h",
+		Holder:   storeTestHolder,
 	}
 	msg := st.SignedBytes()
 	partials := make([]crypto.PartialSig, 0, 3)
@@ -144,12 +144,12 @@ func storeTestRecord(resource string, epoch uint64) Record {
 		Resource:   resource,
 		LastEpoch:  epoch,
 		VoteEpoch:  epoch,
-		VoteHolder: "h",
+		VoteHolder: storeTestHolder,
 		Vote:       vote,
 		VoteTTL:    10 * time.Second,
 		Certified:  &tok,
 		Lease: Lease{
-			Holder:    "h",
+			Holder:    storeTestHolder,
 			Epoch:     epoch,
 			Expires:   time.Date(2030, 1, 2, 3, 4, 5, 6, time.FixedZone("X", 3600)),
 			Committed: true,
@@ -164,7 +164,7 @@ func storeTestEntry(kind AuditKind, resource string, epoch uint64) AuditEntry {
 		Kind:     kind,
 		Resource: resource,
 		Epoch:    epoch,
-		Holder:   "h",
+		Holder:   storeTestHolder.String(),
 		Detail:   "test",
 	}
 }
@@ -192,3 +192,6 @@ func storeRequireEntriesEqual(t *testing.T, want, got []AuditEntry) {
 		require.Equal(t, w, g, "entry %d", i)
 	}
 }
+
+// storeTestHolder is the lock session the store tests' records name.
+var storeTestHolder = protocol.Holder{ID: "h", Session: protocol.SessionID{1, 2, 3}}

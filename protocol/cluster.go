@@ -19,6 +19,12 @@ const ClusterFileVersion = 1
 // cluster file does not say.
 const DefaultMaxEpochStep = 1024
 
+// MaxMaxEpochStep is the largest max_epoch_step a cluster may have. An era
+// holds 2^EraBits epochs; with a step of at most 2^16 a group needs at
+// least 2^32 rounds of votes to cross one, so the step cannot be used to
+// exhaust an era, and epochs stay far from the uint64 limit (S5).
+const MaxMaxEpochStep = 1 << 16
+
 // ErrBadClusterFile reports a cluster file that is inconsistent or malformed.
 var ErrBadClusterFile = errors.New("protocol: bad cluster file")
 
@@ -162,8 +168,21 @@ func NewCluster(f ClusterFile) (*Cluster, error) {
 		}
 		seen[c.PeerID] = true
 	}
+	for _, c := range f.Clients {
+		for _, p := range c.Resources {
+			if err := ValidatePattern(p); err != nil {
+				return bad("client %q: %v", c.Name, err)
+			}
+		}
+	}
 	if f.MaxEpochStep == 0 {
 		f.MaxEpochStep = DefaultMaxEpochStep
+	}
+	if f.MaxEpochStep > MaxMaxEpochStep {
+		return bad("max_epoch_step %d exceeds the limit %d", f.MaxEpochStep, MaxMaxEpochStep)
+	}
+	if f.EpochFloor%(1<<EraBits) != 0 {
+		return bad("epoch_floor %d is not the start of an era (a multiple of 2^%d)", f.EpochFloor, EraBits)
 	}
 	return &Cluster{File: f, ID: id, Key: key, F: ff}, nil
 }
@@ -241,6 +260,6 @@ func (c *Cluster) NodeIndex(peerID string) int {
 }
 
 // Statement builds the statement for this cluster.
-func (c *Cluster) Statement(resource string, epoch uint64, holder string) Statement {
+func (c *Cluster) Statement(resource string, epoch uint64, holder Holder) Statement {
 	return Statement{Cluster: c.ID, Resource: resource, Epoch: epoch, Holder: holder}
 }

@@ -112,10 +112,14 @@ const (
 	CodeNotHolder    Code = 6 // renew or release by someone without the lease
 	CodeNoLease      Code = 7 // lease expired or superseded
 	CodeInternal     Code = 8 // the node failed (store error)
-	codeMax          Code = 8
+	// CodeOtherEra: the request names an epoch at or above the next
+	// era's floor. The node belongs to an earlier era (its group was
+	// reshared) and must be stopped; it never votes or catches up there.
+	CodeOtherEra Code = 9
+	codeMax      Code = 9
 )
 
-var codeNames = [...]string{"ok", "stale epoch", "epoch too far ahead", "unauthorised", "wrong cluster", "bad request", "not the holder", "no lease", "internal error"}
+var codeNames = [...]string{"ok", "stale epoch", "epoch too far ahead", "unauthorised", "wrong cluster", "bad request", "not the holder", "no lease", "internal error", "node of an earlier era"}
 
 // String names the code.
 func (c Code) String() string {
@@ -135,7 +139,7 @@ type StatusReply struct {
 	// LastEpoch is the highest epoch the node voted for or saw certified.
 	LastEpoch uint64
 	// Holder holds the node's lease (or uncommitted vote), if any is live.
-	Holder string
+	Holder Holder
 	// LeaseEpoch is the epoch of that lease.
 	LeaseEpoch uint64
 	// LeaseLeft is how long the lease has left, 0 if none.
@@ -148,13 +152,16 @@ type StatusReply struct {
 	Vote *SignedVote
 }
 
-// AcquireRequest asks a node to vote for the sender (the holder, taken from
-// the authenticated connection) at an epoch.
+// AcquireRequest asks a node to vote for a lock session of the sender at an
+// epoch: the holder is the sender's identity (taken from the authenticated
+// connection) with Session.
 type AcquireRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
-	TTL      time.Duration
+	// Session is the acquisition's session ID; never zero.
+	Session SessionID
+	TTL     time.Duration
 	// Proof is an optional certified token that lets a lagging node catch up.
 	Proof *Token
 	// Votes optionally carries signed votes of f+1 distinct nodes at or
@@ -184,7 +191,7 @@ type AcquireReply struct {
 	// whether that is only an uncommitted vote (Pending) rather than a
 	// committed lease. Contenders use Pending to tell a split round from a
 	// held lock.
-	Holder     string
+	Holder     Holder
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool
@@ -200,21 +207,23 @@ type CommitRequest struct {
 	TTL   time.Duration
 }
 
-// RenewRequest extends the sender's lease at an epoch.
+// RenewRequest extends the lease of the sender's session at an epoch.
 type RenewRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
+	Session  SessionID
 	TTL      time.Duration
 }
 
-// AbandonRequest asks a node to drop the sender's uncommitted vote at an
-// epoch so the resource is free for others. The vote itself stays
-// recorded: the node never votes at that epoch again.
+// AbandonRequest asks a node to drop the uncommitted vote of the sender's
+// session at an epoch so the resource is free for others. The vote itself
+// stays recorded: the node never votes at that epoch again.
 type AbandonRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
+	Session  SessionID
 }
 
 // Marshal encodes the request.
@@ -224,6 +233,7 @@ func (m AbandonRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
+	e.fixed(m.Session[:])
 	return e.b
 }
 
@@ -234,6 +244,7 @@ func UnmarshalAbandonRequest(b []byte) (AbandonRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
+		m.Session = d.session()
 		return m
 	})
 }
@@ -338,15 +349,6 @@ func (d *decoder) resource() string {
 	return r
 }
 
-func (d *decoder) holder() string {
-	h := d.str("holder", MaxHolderLen)
-	if d.err == nil && h != "" {
-		if err := ValidateHolder(h); err != nil {
-			d.err = err
-		}
-	}
-	return h
-}
 
 // Marshal encodes the request.
 func (m StatusRequest) Marshal() []byte {
@@ -369,7 +371,7 @@ func (m StatusReply) Marshal() []byte {
 	e := encoder{}
 	e.u8(Version)
 	e.u64(m.LastEpoch)
-	e.str(m.Holder)
+	e.holder(m.Holder)
 	e.u64(m.LeaseEpoch)
 	e.u64(durMS(m.LeaseLeft))
 	e.optToken(m.Certified)
@@ -387,7 +389,7 @@ func UnmarshalStatusReply(b []byte) (StatusReply, error) {
 	return decode(b, func(d *decoder) StatusReply {
 		m := StatusReply{
 			LastEpoch:  d.u64("last epoch"),
-			Holder:     d.holder(),
+			Holder:     d.optHolder("holder"),
 			LeaseEpoch: d.u64("lease epoch"),
 			LeaseLeft:  msDur(d, "lease left"),
 			Certified:  d.optToken(),
@@ -411,6 +413,7 @@ func (m AcquireRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
+	e.fixed(m.Session[:])
 	e.u64(durMS(m.TTL))
 	e.optToken(m.Proof)
 	e.u8(uint8(min(len(m.Votes), MaxProofVotes)))
@@ -427,6 +430,7 @@ func UnmarshalAcquireRequest(b []byte) (AcquireRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
+		m.Session = d.session()
 		m.TTL = msDur(d, "ttl")
 		m.Proof = d.optToken()
 		if n := int(d.u8("vote count")); d.err == nil && n > MaxProofVotes {
@@ -450,7 +454,7 @@ func (m AcquireReply) Marshal() []byte {
 		e.fixed(m.Partial.Marshal())
 		e.bytes(m.IdentitySig)
 	case KindBusy:
-		e.str(m.Holder)
+		e.holder(m.Holder)
 		e.u64(m.LeaseEpoch)
 		e.u64(durMS(m.Left))
 		e.flag(m.Pending)
@@ -482,7 +486,10 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 				d.fail("vote without identity signature")
 			}
 		case m.Kind == KindBusy:
-			m.Holder = d.holder()
+			m.Holder = d.optHolder("holder")
+			if d.err == nil && m.Holder.IsZero() {
+				d.fail("busy reply without holder")
+			}
 			m.LeaseEpoch = d.u64("lease epoch")
 			m.Left = msDur(d, "left")
 			m.Pending = d.flag("pending flag")
@@ -529,6 +536,7 @@ func (m RenewRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
+	e.fixed(m.Session[:])
 	e.u64(durMS(m.TTL))
 	return e.b
 }
@@ -540,6 +548,7 @@ func UnmarshalRenewRequest(b []byte) (RenewRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
+		m.Session = d.session()
 		m.TTL = msDur(d, "ttl")
 		return m
 	})

@@ -12,14 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/palisade-dev/palisade/crypto"
 )
 
-// Version is the version byte of the signed bytes and of every encoding here.
-const Version = 1
+// Version is the version byte of the signed bytes and of every encoding
+// here. Version 2 added the lock session to the statement: a holder is an
+// identity plus a session ID (see Holder). Version 1 tokens are refused
+// with ErrTokenVersion.
+const Version = 2
 
 // Domain tags, one per kind of signed or hashed bytes; each ends in a zero
 // byte so no tag is a prefix of another's input.
@@ -40,13 +41,15 @@ const (
 	// MaxHolderLen is the longest holder identity in bytes.
 	MaxHolderLen = 128
 	// MaxTokenSize is the largest binary token.
-	MaxTokenSize = 2 + ClusterIDSize + 2 + MaxResourceLen + 8 + 2 + MaxHolderLen + crypto.SignatureSize
+	MaxTokenSize = 1 + ClusterIDSize + 2 + MaxResourceLen + 8 + 2 + MaxHolderLen + SessionIDSize + crypto.SignatureSize
 	// MaxTokenTextLen is the longest text form of a token.
 	MaxTokenTextLen = len(TokenTextPrefix) + (MaxTokenSize*4+2)/3
 	// ClusterIDSize is the size of a cluster ID.
 	ClusterIDSize = 32
 	// TokenTextPrefix starts the text form of a token.
-	TokenTextPrefix = "pt1."
+	TokenTextPrefix = "pt2."
+	// oldTokenTextPrefix started the text form of version 1 tokens.
+	oldTokenTextPrefix = "pt1."
 )
 
 // Errors callers can branch on.
@@ -56,6 +59,10 @@ var (
 	// ErrInvalidField reports a field outside its limits (empty resource,
 	// control characters, over-long holder).
 	ErrInvalidField = errors.New("protocol: invalid field")
+	// ErrTokenVersion reports a token of an earlier format version: version
+	// 1 tokens named no lock session, so they are never accepted. It wraps
+	// ErrMalformed.
+	ErrTokenVersion = fmt.Errorf("%w: token format version 1 is no longer accepted (tokens now name a lock session); acquire a new token", ErrMalformed)
 )
 
 // ClusterID names a cluster: a hash of its name and group public key.
@@ -85,27 +92,28 @@ func ParseClusterID(s string) (ClusterID, error) {
 	return c, nil
 }
 
-// Statement is what a token asserts and what nodes sign: this holder owns
-// this resource at this epoch, in this cluster.
+// Statement is what a token asserts and what nodes sign: this holder (one
+// lock session of one client identity) owns this resource at this epoch,
+// in this cluster.
 type Statement struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
-	Holder   string
+	Holder   Holder
 }
 
 // SignedBytes is the one canonical encoding that the group signs:
-// DomainToken, Version, then cluster, resource, epoch and holder, each
-// variable-length field uvarint-length-prefixed. Node, client and verifier
-// all use it.
+// DomainToken, Version, then cluster, resource, epoch, holder identity and
+// session ID; each variable-length field is uvarint-length-prefixed. Node,
+// client and verifier all use it.
 func (s Statement) SignedBytes() []byte {
-	e := encoder{b: make([]byte, 0, 64+len(s.Resource)+len(s.Holder))}
+	e := encoder{b: make([]byte, 0, 64+SessionIDSize+len(s.Resource)+len(s.Holder.ID))}
 	e.fixed([]byte(DomainToken))
 	e.u8(Version)
 	e.bytes(s.Cluster[:])
 	e.str(s.Resource)
 	e.u64(s.Epoch)
-	e.str(s.Holder)
+	e.holder(s.Holder)
 	return e.b
 }
 
@@ -121,34 +129,7 @@ func (s Statement) Validate() error {
 	if err := ValidateResource(s.Resource); err != nil {
 		return err
 	}
-	return ValidateHolder(s.Holder)
-}
-
-// ValidateResource checks a resource name: 1..MaxResourceLen bytes of UTF-8
-// with no control or space characters, so it is safe in logs, headers and
-// shell arguments.
-func ValidateResource(r string) error {
-	return validateName("resource", r, MaxResourceLen)
-}
-
-// ValidateHolder checks a holder identity the same way.
-func ValidateHolder(h string) error {
-	return validateName("holder", h, MaxHolderLen)
-}
-
-func validateName(what, s string, max int) error {
-	if len(s) == 0 || len(s) > max {
-		return fmt.Errorf("%w: %s must be 1..%d bytes, got %d", ErrInvalidField, what, max, len(s))
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%w: %s is not UTF-8", ErrInvalidField, what)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%w: %s contains control or space character %U", ErrInvalidField, what, r)
-		}
-	}
-	return nil
+	return s.Holder.Validate()
 }
 
 // Token is a fencing token: a statement with the group's threshold signature.
@@ -159,7 +140,7 @@ type Token struct {
 }
 
 // MarshalBinary returns the canonical binary form: Version, cluster ID,
-// resource, epoch, holder, signature.
+// resource, epoch, holder identity, session ID, signature.
 func (t Token) MarshalBinary() ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -173,7 +154,7 @@ func (t Token) appendTo(b []byte) []byte {
 	e.fixed(t.Cluster[:])
 	e.str(t.Resource)
 	e.u64(t.Epoch)
-	e.str(t.Holder)
+	e.holder(t.Holder)
 	e.fixed(t.Signature[:])
 	return e.b
 }
@@ -195,13 +176,18 @@ func ParseToken(b []byte) (Token, error) {
 
 func decodeToken(d *decoder) (Token, error) {
 	var t Token
-	if v := d.u8("token version"); d.err == nil && v != Version {
+	switch v := d.u8("token version"); {
+	case d.err != nil:
+	case v == 1:
+		return Token{}, ErrTokenVersion
+	case v != Version:
 		return Token{}, fmt.Errorf("%w: token version %d, want %d", ErrMalformed, v, Version)
 	}
 	copy(t.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 	t.Resource = d.str("resource", MaxResourceLen)
 	t.Epoch = d.u64("epoch")
-	t.Holder = d.str("holder", MaxHolderLen)
+	t.Holder.ID = d.str("holder", MaxHolderLen)
+	copy(t.Holder.Session[:], d.take(SessionIDSize, "session ID"))
 	sig := d.take(crypto.SignatureSize, "signature")
 	if d.err != nil {
 		return Token{}, d.err
@@ -219,7 +205,7 @@ func decodeToken(d *decoder) (Token, error) {
 
 // String returns the text form: TokenTextPrefix then unpadded base64url of
 // the binary form. It fits an HTTP header and a shell argument unquoted.
-// An invalid token yields "pt1.invalid".
+// An invalid token yields "pt2.invalid".
 func (t Token) String() string {
 	b, err := t.MarshalBinary()
 	if err != nil {
@@ -236,6 +222,9 @@ func ParseTokenText(s string) (Token, error) {
 		return Token{}, fmt.Errorf("%w: token text is %d bytes, limit %d", ErrMalformed, len(s), MaxTokenTextLen)
 	}
 	rest, ok := strings.CutPrefix(s, TokenTextPrefix)
+	if !ok && strings.HasPrefix(s, oldTokenTextPrefix) {
+		return Token{}, ErrTokenVersion
+	}
 	if !ok {
 		return Token{}, fmt.Errorf("%w: token text must start with %q", ErrMalformed, TokenTextPrefix)
 	}

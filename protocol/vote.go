@@ -27,7 +27,7 @@ func (e *encoder) vote(v SignedVote) {
 	e.fixed(v.Statement.Cluster[:])
 	e.str(v.Statement.Resource)
 	e.u64(v.Statement.Epoch)
-	e.str(v.Statement.Holder)
+	e.holder(v.Statement.Holder)
 	e.bytes(v.IdentitySig)
 }
 
@@ -41,11 +41,9 @@ func (d *decoder) vote() SignedVote {
 	copy(v.Statement.Cluster[:], d.take(ClusterIDSize, "vote cluster"))
 	v.Statement.Resource = d.resource()
 	v.Statement.Epoch = d.u64("vote epoch")
-	v.Statement.Holder = d.str("vote holder", MaxHolderLen)
-	if d.err == nil {
-		if err := ValidateHolder(v.Statement.Holder); err != nil {
-			d.err = err
-		}
+	v.Statement.Holder = d.optHolder("vote holder")
+	if d.err == nil && v.Statement.Holder.IsZero() {
+		d.fail("vote without holder")
 	}
 	v.IdentitySig = d.bytes("vote identity signature", MaxIdentitySigLen)
 	if d.err == nil && len(v.IdentitySig) == 0 {

@@ -74,7 +74,7 @@ func (r *byzRand) bytes(n int) []byte {
 
 // byzVote is the vote a node gives holder at (resource, epoch): its partial
 // over the statement and its identity signature over the vote bytes.
-func byzVote(m *Member, resource string, epoch uint64, holder string) (protocol.AcquireReply, protocol.Statement, error) {
+func byzVote(m *Member, resource string, epoch uint64, holder protocol.Holder) (protocol.AcquireReply, protocol.Statement, error) {
 	stmt := m.Dir.Cluster.Statement(resource, epoch, holder)
 	p, err := m.Dir.Share.Sign(stmt.SignedBytes())
 	if err != nil {
@@ -133,12 +133,12 @@ func (v *voteMatcher) statement(m *Member, from peer.ID, reply protocol.AcquireR
 	v.mu.Unlock()
 	pub := m.Dir.Identity.GetPublic()
 	for i := len(ps) - 1; i >= 0; i-- {
-		stmt := m.Dir.Cluster.Statement(ps[i].Resource, ps[i].Epoch, from.String())
+		stmt := m.Dir.Cluster.Statement(ps[i].Resource, ps[i].Epoch, protocol.Holder{ID: from.String(), Session: ps[i].Session})
 		if ok, err := pub.Verify(stmt.VoteBytes(), reply.IdentitySig); err == nil && ok {
 			v.mu.Lock()
 			cur := v.pending[from]
 			for j := range cur {
-				if cur[j].Resource == ps[i].Resource && cur[j].Epoch == ps[i].Epoch {
+				if cur[j].Resource == ps[i].Resource && cur[j].Epoch == ps[i].Epoch && cur[j].Session == ps[i].Session {
 					v.pending[from] = append(cur[:j:j], cur[j+1:]...)
 					break
 				}
@@ -170,7 +170,7 @@ func (equivocator) Request(_ context.Context, m *Member, proto string, from peer
 	if err != nil {
 		return nil, false, nil
 	}
-	v, _, err := byzVote(m, r.Resource, r.Epoch, from.String())
+	v, _, err := byzVote(m, r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session})
 	if err != nil {
 		return nil, false, nil
 	}
@@ -225,12 +225,12 @@ func ForgePartials() Behaviour {
 	return &partialForger{r: newByzRand(0xf0f0), log: map[string][]forgery{}}
 }
 
-func stmtKey(resource string, epoch uint64, holder string) string {
+func stmtKey(resource string, epoch uint64, holder protocol.Holder) string {
 	return fmt.Sprintf("%s\x00%d\x00%s", resource, epoch, holder)
 }
 
 // forgeries returns what the node sent for the statement, in order.
-func (p *partialForger) forgeries(resource string, epoch uint64, holder string) []forgery {
+func (p *partialForger) forgeries(resource string, epoch uint64, holder protocol.Holder) []forgery {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]forgery(nil), p.log[stmtKey(resource, epoch, holder)]...)
@@ -435,20 +435,24 @@ func (s *statusLiar) lie(m *Member, from peer.ID, resource string, rec node.Reco
 	return st
 }
 
-// otherHolder names a configured client other than the asker.
-func (s *statusLiar) otherHolder(m *Member, from peer.ID) string {
+// otherHolder names a session of a configured client other than the
+// asker.
+func (s *statusLiar) otherHolder(m *Member, from peer.ID) protocol.Holder {
+	h := protocol.Holder{ID: "mallory"}
 	cs := m.Dir.Cluster.File.Clients
 	for range cs {
-		if h := cs[s.r.intn(len(cs))].PeerID; h != from.String() {
-			return h
+		if id := cs[s.r.intn(len(cs))].PeerID; id != from.String() {
+			h.ID = id
+			break
 		}
 	}
-	return "mallory"
+	copy(h.Session[:], s.r.bytes(protocol.SessionIDSize))
+	return h
 }
 
 // forged makes a token for (resource, epoch, holder) that does not verify:
 // another token's signature if the node saw one, else its own partial.
-func (s *statusLiar) forged(m *Member, resource string, epoch uint64, holder string) *protocol.Token {
+func (s *statusLiar) forged(m *Member, resource string, epoch uint64, holder protocol.Holder) *protocol.Token {
 	stmt := m.Dir.Cluster.Statement(resource, epoch, holder)
 	if t, ok := s.pick(func(protocol.Token) bool { return true }); ok {
 		return &protocol.Token{Statement: stmt, Signature: t.Signature}
@@ -522,7 +526,7 @@ func (p *replayer) Request(ctx context.Context, m *Member, proto string, from pe
 			return nil, false, nil
 		}
 		if p.r.next()%3 != 0 {
-			if v, ok := p.replayFor(r.Resource, r.Epoch, from.String()); ok {
+			if v, ok := p.replayFor(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session}); ok {
 				return v, true, nil
 			}
 		}
@@ -547,7 +551,7 @@ func (p *replayer) Request(ctx context.Context, m *Member, proto string, from pe
 }
 
 // replayFor picks an old vote for another statement.
-func (p *replayer) replayFor(resource string, epoch uint64, holder string) ([]byte, bool) {
+func (p *replayer) replayFor(resource string, epoch uint64, holder protocol.Holder) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var other []byte
@@ -671,7 +675,7 @@ func otherMessage(m *Member, proto string) []byte {
 	case protocol.ProtoStatus:
 		return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: protocol.CodeStale, LastEpoch: math.MaxUint64 - 5}.Marshal()
 	default: // acks expected
-		return protocol.StatusReply{LastEpoch: math.MaxUint64 - 5, Holder: m.PeerID.String()}.Marshal()
+		return protocol.StatusReply{LastEpoch: math.MaxUint64 - 5, Holder: protocol.Holder{ID: m.PeerID.String(), Session: protocol.SessionID{1}}}.Marshal()
 	}
 }
 

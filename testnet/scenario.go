@@ -776,7 +776,11 @@ func (o *oracle) violateLocked(format string, args ...any) {
 	}
 }
 
-func (o *oracle) short(id string) string {
+func (o *oracle) short(holder string) string {
+	id, session, ok := strings.Cut(holder, "/")
+	if ok && len(session) > 8 {
+		return o.short(id) + "/" + session[:8]
+	}
 	for i, c := range o.ids {
 		if c == id {
 			return fmt.Sprintf("client%d", i)
@@ -799,21 +803,21 @@ func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 		o.violateLocked("S2: %s has a token of another cluster for %q epoch %d", source, tok.Resource, tok.Epoch)
 	}
 	if err := o.cluster.Key.Verify(tok.SignedBytes(), tok.Signature); err != nil {
-		o.violateLocked("S2: %s has a token for %q epoch %d holder %s that does not verify: %v", source, tok.Resource, tok.Epoch, o.short(tok.Holder), err)
+		o.violateLocked("S2: %s has a token for %q epoch %d holder %s that does not verify: %v", source, tok.Resource, tok.Epoch, o.short(tok.Holder.String()), err)
 	}
 	k := resEpoch{tok.Resource, tok.Epoch}
-	if h, ok := o.holders[k]; ok && h != tok.Holder {
-		o.violateLocked("S1: %q epoch %d has two holders: %s and %s (seen by %s)", tok.Resource, tok.Epoch, o.short(h), o.short(tok.Holder), source)
+	if h, ok := o.holders[k]; ok && h != tok.Holder.String() {
+		o.violateLocked("S1: %q epoch %d has two holders: %s and %s (seen by %s)", tok.Resource, tok.Epoch, o.short(h), o.short(tok.Holder.String()), source)
 	} else if !ok {
-		o.holders[k] = tok.Holder
+		o.holders[k] = tok.Holder.String()
 	}
 }
 
 func (o *oracle) acquired1(i int, tok protocol.Token) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if tok.Holder != o.ids[i] {
-		o.violateLocked("S6: client%d got a token naming holder %s", i, o.short(tok.Holder))
+	if tok.Holder.ID != o.ids[i] {
+		o.violateLocked("S6: client%d got a token naming holder %s", i, o.short(tok.Holder.String()))
 	}
 	if o.acquired[i] == 0 {
 		o.firstAcquired[i] = time.Since(o.start)
@@ -1007,9 +1011,9 @@ func (o *oracle) checkNodes(ctx context.Context, nw *Network) error {
 	// t-b honest nodes (b Byzantine), each of which logged its vote.
 	need := o.p.t - len(o.p.byz)
 	for _, tok := range o.tokens {
-		got := len(honestVotes[voteKey{tok.Resource, tok.Epoch, tok.Holder}])
+		got := len(honestVotes[voteKey{tok.Resource, tok.Epoch, tok.Holder.String()}])
 		if got < need {
-			o.violateLocked("S2: token for %q epoch %d holder %s has votes of %d honest nodes, a token needs at least %d (t=%d, %d Byzantine)", tok.Resource, tok.Epoch, o.short(tok.Holder), got, need, o.p.t, len(o.p.byz))
+			o.violateLocked("S2: token for %q epoch %d holder %s has votes of %d honest nodes, a token needs at least %d (t=%d, %d Byzantine)", tok.Resource, tok.Epoch, o.short(tok.Holder.String()), got, need, o.p.t, len(o.p.byz))
 		}
 	}
 	return nil

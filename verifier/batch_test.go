@@ -27,7 +27,7 @@ func TestVerifyBatch(t *testing.T) {
 		{"one valid", toks[:1]},
 		{"one invalid", []protocol.Token{tamper(toks[0], func(x *protocol.Token) { x.Epoch = 99 })}},
 		{"all valid", toks},
-		{"one invalid among valid", append(append([]protocol.Token{}, toks[:5]...), tamper(toks[5], func(x *protocol.Token) { x.Holder = "thief" }), toks[6])},
+		{"one invalid among valid", append(append([]protocol.Token{}, toks[:5]...), tamper(toks[5], func(x *protocol.Token) { x.Holder.ID = "thief" }), toks[6])},
 		{"swapped signatures", []protocol.Token{
 			toks[0], tamper(toks[1], func(x *protocol.Token) { x.Signature = toks[2].Signature }),
 			tamper(toks[2], func(x *protocol.Token) { x.Signature = toks[1].Signature }), toks[3],

@@ -18,7 +18,7 @@ import (
 // cacheTestToken is a token whose signature bytes are derived from i; the
 // cache itself checks no signature, so these need not verify.
 func cacheTestToken(i int) protocol.Token {
-	tok := protocol.Token{Statement: protocol.Statement{Resource: "orders-db", Epoch: uint64(i), Holder: fmt.Sprintf("client-%d", i)}}
+	tok := protocol.Token{Statement: protocol.Statement{Resource: "orders-db", Epoch: uint64(i), Holder: protocol.Holder{ID: fmt.Sprintf("client-%d", i), Session: protocol.SessionID{byte(i), byte(i >> 8), 1}}}}
 	binary.BigEndian.PutUint64(tok.Signature[:8], uint64(i)*0x9e3779b97f4a7c15)
 	tok.Signature[cacheShardByte] = byte(i * 7)
 	return tok
@@ -69,7 +69,7 @@ func TestTokenCacheExactMatch(t *testing.T) {
 	variants := map[string]func(*protocol.Token){
 		"epoch":     func(x *protocol.Token) { x.Epoch++ },
 		"resource":  func(x *protocol.Token) { x.Resource += "x" },
-		"holder":    func(x *protocol.Token) { x.Holder = "client-2" },
+		"holder":    func(x *protocol.Token) { x.Holder.Session[15] ^= 1 },
 		"cluster":   func(x *protocol.Token) { x.Cluster[31] ^= 1 },
 		"signature": func(x *protocol.Token) { x.Signature[63] ^= 1 },
 	}
@@ -119,7 +119,7 @@ func TestVerifyFillsCache(t *testing.T) {
 	c, err := protocol.NewCluster(protocol.NewClusterFile("cache-test", key, nil, nil))
 	require.NoError(t, err)
 	issue := func(epoch uint64) protocol.Token {
-		st := c.Statement("orders-db", epoch, "client-a")
+		st := c.Statement("orders-db", epoch, protocol.Holder{ID: "client-a", Session: protocol.SessionID{0xa}})
 		var ps []crypto.PartialSig
 		for _, s := range shares[:3] {
 			p, err := s.Sign(st.SignedBytes())

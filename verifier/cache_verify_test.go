@@ -78,11 +78,11 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 		{"cached", tok, "orders-db", nil},
 		{"malleated signature", mal, "orders-db", verifier.ErrInvalidToken},
 		{"epoch raised, same signature", func() protocol.Token { x := tok; x.Epoch++; return x }(), "orders-db", verifier.ErrInvalidToken},
-		{"holder changed, same signature", func() protocol.Token { x := tok; x.Holder = "client-b"; return x }(), "orders-db", verifier.ErrInvalidToken},
+		{"holder changed, same signature", func() protocol.Token { x := tok; x.Holder.ID = "client-b"; return x }(), "orders-db", verifier.ErrInvalidToken},
 		{"resource changed, same signature", func() protocol.Token { x := tok; x.Resource = "orders-dc"; return x }(), "orders-dc", verifier.ErrInvalidToken},
 		{"other resource", tok, "bucket", verifier.ErrWrongResource},
 		{"other cluster ID", func() protocol.Token { x := tok; x.Cluster = renamed.ID; return x }(), "orders-db", verifier.ErrWrongCluster},
-		{"malformed holder", func() protocol.Token { x := tok; x.Holder = "a b"; return x }(), "orders-db", verifier.ErrMalformedToken},
+		{"malformed holder", func() protocol.Token { x := tok; x.Holder.ID = "a b"; return x }(), "orders-db", verifier.ErrMalformedToken},
 	}
 	for _, vt := range variants {
 		t.Run(vt.name, func(t *testing.T) {

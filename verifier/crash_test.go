@@ -54,7 +54,7 @@ func crashBlob(epoch uint64) []byte {
 // crashToken is fixture.token without testing.TB, for use off the test
 // goroutine.
 func crashToken(fx *fixture, epoch uint64) (protocol.Token, error) {
-	st := fx.cluster.Statement(crashResource, epoch, holder(epoch))
+	st := fx.cluster.Statement(crashResource, epoch, protocol.Holder{ID: holder(epoch), Session: protocol.SessionID{1}})
 	msg := st.SignedBytes()
 	var parts []crypto.PartialSig
 	for _, s := range fx.shares[1:] {

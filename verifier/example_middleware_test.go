@@ -17,7 +17,7 @@ func ExampleFence_Middleware() {
 	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
 	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
 	issue := func(epoch uint64, holder string) string {
-		st := cluster.Statement("orders-db", epoch, holder)
+		st := cluster.Statement("orders-db", epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
 		var partials []crypto.PartialSig
 		for _, s := range shares[:3] {
 			p, _ := s.Sign(st.SignedBytes())

@@ -24,7 +24,7 @@ func ExampleRequireProof() {
 	// client.SignRequest.)
 	holderKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	holder := verifier.HolderID(holderKey.Public().(ed25519.PublicKey))
-	st := cluster.Statement("orders-db", 7, holder)
+	st := cluster.Statement("orders-db", 7, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
 	var partials []crypto.PartialSig
 	for _, s := range shares[:3] {
 		p, _ := s.Sign(st.SignedBytes())

@@ -18,7 +18,7 @@ func ExampleVerifier_Verify() {
 	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
 
 	// Three nodes sign; the client combines their partials into a token.
-	st := cluster.Statement("orders-db", 7, "client-a")
+	st := cluster.Statement("orders-db", 7, protocol.Holder{ID: "client-a", Session: protocol.SessionID{1}})
 	var partials []crypto.PartialSig
 	for _, s := range shares[:3] {
 		p, _ := s.Sign(st.SignedBytes())
@@ -42,5 +42,5 @@ func ExampleVerifier_Verify() {
 	// valid: <nil>
 	// for orders-db: <nil>
 	// forged epoch refused: true
-	// from text: orders-db 7 client-a <nil>
+	// from text: orders-db 7 client-a/01000000000000000000000000000000 <nil>
 }

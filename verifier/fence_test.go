@@ -103,7 +103,7 @@ func TestAdmitRefusesBadTokens(t *testing.T) {
 		{"another resource", fx.token(t, "bucket/photos", 5, "client-a"), verifier.ErrWrongResource},
 		{"another cluster", otherFixture().token(t, res, 5, "client-a"), verifier.ErrWrongCluster},
 		{"forged epoch", forged, verifier.ErrInvalidToken},
-		{"malformed holder", protocol.Token{Statement: fx.cluster.Statement(res, 5, "a b")}, verifier.ErrMalformedToken},
+		{"malformed holder", protocol.Token{Statement: fx.cluster.Statement(res, 5, protocol.Holder{ID: "a b", Session: protocol.SessionID{1}})}, verifier.ErrMalformedToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

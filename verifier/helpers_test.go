@@ -56,7 +56,7 @@ func (f *fixture) sign(tb testing.TB, st protocol.Statement) crypto.Signature {
 // token issues a real token of f's cluster.
 func (f *fixture) token(tb testing.TB, resource string, epoch uint64, holder string) protocol.Token {
 	tb.Helper()
-	st := f.cluster.Statement(resource, epoch, holder)
+	st := f.cluster.Statement(resource, epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
 	return protocol.Token{Statement: st, Signature: f.sign(tb, st)}
 }
 

@@ -23,7 +23,7 @@ func kvHandler(t *testing.T) http.Handler {
 		require.True(t, ok, "no Tx in the request context")
 		tok, ok := verifier.TokenFromContext(r.Context())
 		require.True(t, ok, "no token in the request context")
-		w.Header().Set("X-Holder", tok.Holder)
+		w.Header().Set("X-Holder", tok.Holder.ID)
 		switch r.Method {
 		case http.MethodGet:
 			v, ok, err := tx.Get("value")

@@ -297,9 +297,9 @@ func (v *Verifier) checkProofTime(tok *protocol.Token, resource string, proof Pr
 	if err != nil {
 		return nil, false, err
 	}
-	key, err = HolderKey(tok.Holder)
+	key, err = HolderKey(tok.Holder.ID)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: token holder %q: %w", ErrBadProof, tok.Holder, err)
+		return nil, false, fmt.Errorf("%w: token holder %q: %w", ErrBadProof, tok.Holder.ID, err)
 	}
 	now := v.proof.now().UnixMilli()
 	w := v.proof.window.Milliseconds()
@@ -313,9 +313,9 @@ func (v *Verifier) checkProofTime(tok *protocol.Token, resource string, proof Pr
 // checkProof runs steps 5 and 6 of VerifyRequest.
 func (v *Verifier) checkProof(tok protocol.Token, key ed25519.PublicKey, req Request, proof Proof) error {
 	if !ed25519.Verify(key, ProofBytes(tok, req, proof.UnixMilli, proof.Nonce), proof.Signature[:]) {
-		return fmt.Errorf("%w: signature does not verify under holder %s for %s %q", ErrBadProof, tok.Holder, req.Method, req.Target)
+		return fmt.Errorf("%w: signature does not verify under holder %s for %s %q", ErrBadProof, tok.Holder.ID, req.Method, req.Target)
 	}
-	return v.replay.record(replayKey{holder: tok.Holder, nonce: proof.Nonce}, proof.UnixMilli+v.proof.window.Milliseconds(), v.proof.now().UnixMilli())
+	return v.replay.record(replayKey{holder: tok.Holder.ID, nonce: proof.Nonce}, proof.UnixMilli+v.proof.window.Milliseconds(), v.proof.now().UnixMilli())
 }
 
 // AdmitRequest is Fence.Admit for a request with a holder's proof: tok and

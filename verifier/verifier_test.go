@@ -38,7 +38,10 @@ func TestVerify(t *testing.T) {
 		{"resource changed", func(tok *protocol.Token) { tok.Resource = "orders-dc" }, verifier.ErrInvalidToken},
 		{"epoch raised", func(tok *protocol.Token) { tok.Epoch++ }, verifier.ErrInvalidToken},
 		{"epoch lowered", func(tok *protocol.Token) { tok.Epoch-- }, verifier.ErrInvalidToken},
-		{"holder changed", func(tok *protocol.Token) { tok.Holder = "client-b" }, verifier.ErrInvalidToken},
+		{"holder changed", func(tok *protocol.Token) { tok.Holder.ID = "client-b" }, verifier.ErrInvalidToken},
+		{"session changed", func(tok *protocol.Token) { tok.Holder.Session[15] ^= 1 }, verifier.ErrInvalidToken},
+		{"zero session", func(tok *protocol.Token) { tok.Holder.Session = protocol.SessionID{} }, verifier.ErrMalformedToken},
+		{"resource with a right-to-left override", func(tok *protocol.Token) { tok.Resource = "orders-\u202egpj.exe" }, verifier.ErrMalformedToken},
 		{"signature byte flipped", func(tok *protocol.Token) { tok.Signature[10] ^= 1 }, verifier.ErrInvalidToken},
 		{"last signature byte flipped", func(tok *protocol.Token) { tok.Signature[63] ^= 0x80 }, verifier.ErrInvalidToken},
 		{"signature of another statement", func(tok *protocol.Token) { tok.Signature = other.Signature }, verifier.ErrInvalidToken},
@@ -49,7 +52,7 @@ func TestVerify(t *testing.T) {
 		{"cluster ID byte flipped", func(tok *protocol.Token) { tok.Cluster[0] ^= 1 }, verifier.ErrWrongCluster},
 		{"same key, other cluster name", func(tok *protocol.Token) { tok.Cluster = renamed.ID }, verifier.ErrWrongCluster},
 		{"resource with a space", func(tok *protocol.Token) { tok.Resource = "orders db" }, verifier.ErrMalformedToken},
-		{"empty holder", func(tok *protocol.Token) { tok.Holder = "" }, verifier.ErrMalformedToken},
+		{"empty holder", func(tok *protocol.Token) { tok.Holder.ID = "" }, verifier.ErrMalformedToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +66,20 @@ func TestVerify(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
+}
+
+// TestVerifyRefusesVersion1Tokens: tokens of format version 1 named no
+// lock session; they are refused with a message that says so.
+func TestVerifyRefusesVersion1Tokens(t *testing.T) {
+	v := verifier.New(mainFixture().cluster)
+	good := mainFixture().token(t, "orders-db", 5, "client-a")
+	b, err := good.MarshalBinary()
+	require.NoError(t, err)
+	b[0] = 1
+	_, err = v.ParseAndVerify("pt1." + base64.RawURLEncoding.EncodeToString(b))
+	require.ErrorIs(t, err, verifier.ErrMalformedToken)
+	require.ErrorIs(t, err, protocol.ErrTokenVersion)
+	require.Contains(t, err.Error(), "acquire a new token")
 }
 
 func TestVerifyOtherCluster(t *testing.T) {

@@ -406,7 +406,7 @@ func TestKillStorm(t *testing.T) {
 		resource string
 		epoch    uint64
 	}
-	issued := map[re]string{}
+	issued := map[re]protocol.Holder{}
 	for _, st := range tokens {
 		tok := st.tok
 		require.Equal(t, cluster.ID, tok.Cluster)
@@ -476,7 +476,7 @@ func TestKillStorm(t *testing.T) {
 		for i := range stormNodes {
 			switch h, ok := votes[i][k]; {
 			case !ok:
-			case h == holder:
+			case h == holder.String():
 				voted = append(voted, i+1)
 			default:
 				other = append(other, i+1)

@@ -75,8 +75,8 @@ func diagnose(ctx context.Context, c *client.Client, resource string, err error)
 		return fmt.Errorf("%w; then %w", err, serr)
 	}
 	for _, s := range sts {
-		if s.Holder != "" && s.LeaseLeft > 0 {
-			return fmt.Errorf("%w; node %d reports %q held by %s at epoch %d for %v more", err, s.Index, resource, s.Holder, s.LeaseEpoch, s.LeaseLeft.Round(time.Millisecond))
+		if !s.Holder.IsZero() && s.LeaseLeft > 0 {
+			return fmt.Errorf("%w; node %d reports %q held by %s at epoch %d for %v more", err, s.Index, resource, s.Holder.Short(), s.LeaseEpoch, s.LeaseLeft.Round(time.Millisecond))
 		}
 	}
 	return err

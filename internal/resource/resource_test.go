@@ -41,7 +41,7 @@ func newCluster(t *testing.T, seed int64, name string) *cluster {
 // made outside any node.
 func (c *cluster) token(t *testing.T, resource string, epoch uint64) string {
 	t.Helper()
-	st := c.c.Statement(resource, epoch, "client")
+	st := c.c.Statement(resource, epoch, protocol.Holder{ID: "client", Session: protocol.SessionID{1}})
 	var parts []crypto.PartialSig
 	for _, s := range c.shares[1:] {
 		p, err := s.Sign(st.SignedBytes())
