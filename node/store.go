@@ -47,7 +47,7 @@ type Lease struct {
 	// Holder is the lock session holding the lease; another session of
 	// the same client identity is another holder.
 	Holder protocol.Holder `json:"holder,omitzero"`
-	Epoch  uint64 `json:"epoch,omitempty"`
+	Epoch  uint64          `json:"epoch,omitempty"`
 	// Expires is when the lease (or uncommitted vote) lapses.
 	Expires time.Time `json:"expires"`
 	// Committed is false while the lease is only a vote awaiting Commit.
@@ -85,7 +85,7 @@ type AuditEntry struct {
 	Epoch    uint64    `json:"epoch"`
 	// Holder is the lock session in Holder.String form.
 	Holder string `json:"holder,omitempty"`
-	Detail   string    `json:"detail,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // VoteStore is a node's durable state. Implementations must make Save

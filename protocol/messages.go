@@ -349,7 +349,6 @@ func (d *decoder) resource() string {
 	return r
 }
 
-
 // Marshal encodes the request.
 func (m StatusRequest) Marshal() []byte {
 	e := encoder{}
