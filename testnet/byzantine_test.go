@@ -43,7 +43,7 @@ type byzOracle struct {
 	byz   []int
 
 	mu       sync.Mutex
-	holders  map[string]string // resource/epoch -> holder
+	holders  map[string]protocol.Holder // resource/epoch -> holder
 	barriers map[string]uint64 // last barrier observed per resource
 	tokens   int
 	admitted int
@@ -55,7 +55,7 @@ func newByzOracle(t *testing.T, nw *Network, byz []int) *byzOracle {
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	v := verifier.New(nw.Keys.Cluster)
 	return &byzOracle{t: t, nw: nw, v: v, store: store, fence: verifier.NewFence(v, store), byz: byz,
-		holders: map[string]string{}, barriers: map[string]uint64{}}
+		holders: map[string]protocol.Holder{}, barriers: map[string]uint64{}}
 }
 
 // lock records a lock's token: it verifies, it is the only holder of its
@@ -100,7 +100,7 @@ func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
 		if err := tx.Put("epoch", []byte(fmt.Sprint(tok.Epoch))); err != nil {
 			return err
 		}
-		return tx.Put("holder", []byte(tok.Holder))
+		return tx.Put("holder", []byte(tok.Holder.String()))
 	})
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -345,8 +345,8 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 			}, 5*time.Second, 5*time.Millisecond, "honest node %d learns epoch %d", i, e)
 		}
 
-		stA := nw.Keys.Cluster.Statement("eq", e, cA.ID())
-		stB := nw.Keys.Cluster.Statement("eq", e, cB.ID())
+		stA := nw.Keys.Cluster.Statement("eq", e, protocol.Holder{ID: cA.ID(), Session: directSession(0)})
+		stB := nw.Keys.Cluster.Statement("eq", e, protocol.Holder{ID: cB.ID(), Session: directSession(1)})
 		require.NotEqual(t, stA.VoteBytes(), stB.VoteBytes())
 		var partsA, partsB []crypto.PartialSig
 		for _, i := range eq {
@@ -470,7 +470,7 @@ func TestMalleatedVoteIsTheSamePointButRefused(t *testing.T) {
 	m := nw.Member(1)
 	done := 0
 	for e := uint64(1); e <= 16 && done < 4; e++ {
-		v, _, err := byzVote(m, "forge", e, "holder")
+		v, _, err := byzVote(m, "forge", e, protocol.Holder{ID: "holder", Session: protocol.SessionID{1}})
 		require.NoError(t, err)
 		b := v.Marshal()
 		mall := malleateVote(b)
@@ -594,8 +594,8 @@ func TestColludingSharesCannotMint(t *testing.T) {
 				require.ErrorIs(t, err, verifier.ErrInvalidToken, what)
 			}
 
-			holderA := keys.Cluster.File.Clients[0].PeerID
-			holderB := keys.Cluster.File.Clients[1].PeerID
+			holderA := protocol.Holder{ID: keys.Cluster.File.Clients[0].PeerID, Session: protocol.SessionID{0xa}}
+			holderB := protocol.Holder{ID: keys.Cluster.File.Clients[1].PeerID, Session: protocol.SessionID{0xb}}
 			// A legitimate token for A at epoch 7, as honest nodes would make.
 			stA := keys.Cluster.Statement("orders-db", 7, holderA)
 			var all []crypto.PartialSig

@@ -222,7 +222,7 @@ func TestReshareKeepsKeyAndS1(t *testing.T) {
 	require.NoError(t, err)
 
 	var mu sync.Mutex
-	seen := map[uint64]string{}
+	seen := map[uint64]protocol.Holder{}
 	var maxOld uint64
 	record := func(tok protocol.Token) {
 		mu.Lock()
@@ -306,7 +306,7 @@ func TestReshareKeepsKeyAndS1(t *testing.T) {
 	require.Equal(t, keys4.GroupPublicKey(), keys7.GroupPublicKey())
 	require.Equal(t, 7, keys7.Cluster.File.N)
 	require.Equal(t, 5, keys7.Cluster.File.T)
-	require.Equal(t, dkg.NextEpochFloor(0), keys7.Cluster.File.EpochFloor)
+	require.Equal(t, mustNextFloor(t, 0), keys7.Cluster.File.EpochFloor)
 	require.Greater(t, keys7.Cluster.File.EpochFloor, maxOld)
 	for _, d := range keys4.NodeDirs {
 		_, err := os.Stat(filepath.Join(d, node.ShareFileName))
@@ -322,7 +322,7 @@ func TestReshareKeepsKeyAndS1(t *testing.T) {
 	keys4b, err := Reshare(ctx, t.TempDir(), keys7, DKGOptions{N: 4, Keep: 2, PhaseTimeout: 20 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, keys4.Cluster.ID, keys4b.Cluster.ID)
-	require.Equal(t, dkg.NextEpochFloor(keys7.Cluster.File.EpochFloor), keys4b.Cluster.File.EpochFloor)
+	require.Equal(t, mustNextFloor(t, keys7.Cluster.File.EpochFloor), keys4b.Cluster.File.EpochFloor)
 	_, err = os.Stat(filepath.Join(removedDir, node.ShareFileName))
 	require.ErrorIs(t, err, os.ErrNotExist, "a removed member's share is erased")
 	contend(keys4b, closedChan(), 3)
@@ -349,4 +349,12 @@ func closedChan() <-chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
+}
+
+// mustNextFloor is protocol.NextEpochFloor for a floor below the last era.
+func mustNextFloor(t *testing.T, floor uint64) uint64 {
+	t.Helper()
+	next, err := protocol.NextEpochFloor(floor)
+	require.NoError(t, err)
+	return next
 }

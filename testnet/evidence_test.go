@@ -29,7 +29,7 @@ func (b *votesForAnyone) Request(_ context.Context, m *Member, proto string, fro
 		if err != nil {
 			return nil, false, nil
 		}
-		st := m.Dir.Cluster.Statement(r.Resource, r.Epoch, from.String())
+		st := m.Dir.Cluster.Statement(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session})
 		p, err := m.Dir.Share.Sign(st.SignedBytes())
 		if err != nil {
 			return nil, true, err
@@ -94,7 +94,7 @@ func TestEquivocationEvidence(t *testing.T) {
 
 	// Tampered evidence does not verify.
 	bad := ev
-	bad.B.Statement.Holder = bad.A.Statement.Holder + "x"
+	bad.B.Statement.Holder.Session[0] ^= 1
 	require.Error(t, p2p.VerifyEvidence(nw.Keys.Cluster, bad))
 
 	// Honest nodes got it and wrote it down.

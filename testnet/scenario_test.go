@@ -176,7 +176,7 @@ func TestScenarios(t *testing.T) {
 // dealt key set: a valid token made outside any node.
 func dealtToken(t *testing.T, keys *Keys, resource string, epoch uint64, holder string) protocol.Token {
 	t.Helper()
-	stmt := keys.Cluster.Statement(resource, epoch, holder)
+	stmt := keys.Cluster.Statement(resource, epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
 	var ps []crypto.PartialSig
 	for _, d := range keys.NodeDirs[:keys.Cluster.Key.Threshold()] {
 		nd, err := node.LoadDir(d)

@@ -66,13 +66,13 @@ func TestAcquireReleaseReacquire(t *testing.T) {
 	l1, err := c1.Acquire(ctx, "orders-db")
 	require.NoError(t, err)
 	verify(t, nw, l1.Token())
-	require.Equal(t, c1.ID(), l1.Token().Holder)
+	require.Equal(t, c1.ID(), l1.Token().Holder.ID)
 
 	_, err = c2.Acquire(ctx, "orders-db")
 	require.ErrorIs(t, err, client.ErrBusy)
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
-	require.Equal(t, c1.ID(), busy.Holder)
+	require.Equal(t, l1.Token().Holder, busy.Holder)
 
 	require.NoError(t, l1.Release(ctx))
 	l2, err := c2.Acquire(ctx, "orders-db")
@@ -89,7 +89,7 @@ func TestS1ConcurrentContendingClients(t *testing.T) {
 	nw := startNet(t, 4, clients, Options{})
 	resources := []string{"r/a", "r/b"}
 	var mu sync.Mutex
-	seen := map[string]string{} // resource/epoch -> holder
+	seen := map[string]protocol.Holder{} // resource/epoch -> holder
 	tokens := 0
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -147,7 +147,7 @@ func TestS3RestartedNodeRefusesOtherHolder(t *testing.T) {
 	rec, err := nw.Node(2).Record(ctx, "res")
 	require.NoError(t, err)
 	require.Equal(t, epoch, rec.VoteEpoch)
-	require.Equal(t, c1.ID(), rec.VoteHolder)
+	require.Equal(t, c1.ID(), rec.VoteHolder.ID)
 
 	// Ask the restarted node directly, as client 2, for the same epoch.
 	reply := acquireDirect(t, nw, 1, 2, "res", epoch)
@@ -283,6 +283,10 @@ func TestUnauthorisedClientRefused(t *testing.T) {
 
 // acquireDirect sends one Acquire as client identity ci straight to node
 // ni, bypassing the client's algorithm.
+// directSession is the lock session acquireDirect asks for on behalf of
+// client ci.
+func directSession(ci int) protocol.SessionID { return protocol.SessionID{0xd1, byte(ci)} }
+
 func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64) protocol.AcquireReply {
 	t.Helper()
 	var ids []peer.ID
@@ -294,7 +298,7 @@ func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch
 	defer h.Close()
 	m := nw.Member(ni)
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
-	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, TTL: time.Second}
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: directSession(ci), TTL: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
@@ -349,7 +353,7 @@ func TestTamperedTokenRefusedByNodes(t *testing.T) {
 	for name, mut := range map[string]func(*protocol.Token){
 		"epoch":    func(t *protocol.Token) { t.Epoch++ },
 		"resource": func(t *protocol.Token) { t.Resource = "other" },
-		"holder":   func(t *protocol.Token) { t.Holder = "someone-else" },
+		"holder":   func(t *protocol.Token) { t.Holder.ID = "someone-else" },
 	} {
 		bad := tok
 		mut(&bad)

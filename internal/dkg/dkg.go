@@ -70,11 +70,6 @@ var (
 // dealer seed, so a restarted member deals exactly the same shares again.
 const StateFileName = "dkg-state.json"
 
-// EraBits is the width of an epoch era: every resharing moves the cluster's
-// epoch floor up to the next multiple of 1<<EraBits (see
-// docs/design-notes.md, "Resharing and epochs").
-const EraBits = 48
-
 // Config configures one member's side of a ceremony.
 type Config struct {
 	// Members is the new member list (identical at every member).
@@ -279,6 +274,9 @@ func newRunner(cfg Config) (*runner, error) {
 	if oc := cfg.OldCluster; oc != nil {
 		if oc.File.Name != cfg.Members.Name {
 			return nil, fmt.Errorf("%w: resharing keeps the cluster name %q, member list says %q", ErrBadMemberList, oc.File.Name, cfg.Members.Name)
+		}
+		if _, err := protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
+			return nil, fmt.Errorf("dkg: cannot reshare: %w", err)
 		}
 		oh, _, err := ClusterHash(oc.File)
 		if err != nil {
@@ -622,7 +620,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
 	}
 	if oc := r.cfg.OldCluster; oc != nil {
-		cf.EpochFloor = NextEpochFloor(oc.File.EpochFloor)
+		// The new group's era starts where the old group's ends: the old
+		// nodes never vote there (node.Rules), the new ones never below.
+		if cf.EpochFloor, err = protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
+			return nil, fmt.Errorf("dkg: %w", err)
+		}
 	}
 	if _, err := protocol.NewCluster(cf); err != nil {
 		return nil, fmt.Errorf("dkg: new cluster file: %w", err)
@@ -693,13 +695,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
-}
-
-// NextEpochFloor is the epoch floor after a resharing from a cluster whose
-// floor is prev: the start of the next era (prev + 1<<EraBits, rounded
-// down to a multiple of it).
-func NextEpochFloor(prev uint64) uint64 {
-	return (prev>>EraBits + 1) << EraBits
 }
 
 func orNone(xs []string) string {

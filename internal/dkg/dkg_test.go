@@ -225,10 +225,4 @@ func TestWireRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, errMalformed)
 }
 
-func TestNextEpochFloor(t *testing.T) {
-	require.Equal(t, uint64(1)<<48, NextEpochFloor(0))
-	require.Equal(t, uint64(2)<<48, NextEpochFloor(1<<48))
-	require.Equal(t, uint64(2)<<48, NextEpochFloor(1<<48+5))
-}
-
 func jsonOf(l *MemberList) ([]byte, error) { return json.Marshal(l) }
