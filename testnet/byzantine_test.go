@@ -44,7 +44,7 @@ type byzOracle struct {
 
 	mu       sync.Mutex
 	holders  map[string]protocol.Holder // resource/epoch -> holder
-	barriers map[string]uint64 // last barrier observed per resource
+	barriers map[string]uint64          // last barrier observed per resource
 	tokens   int
 	admitted int
 	stale    int
