@@ -549,6 +549,9 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 		if err == nil {
 			st, err = protocol.UnmarshalStatusReply(r.b)
 		}
+		if err == nil {
+			err = c.checkEra(st)
+		}
 		if err != nil {
 			failed = append(failed, &NodeError{Index: r.m.index, Peer: r.m.id.String(), Err: err})
 			continue
@@ -562,6 +565,28 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 		return nil, &QuorumError{Op: "status", Need: c.t, Got: len(sts), Nodes: failed}
 	}
 	return sts, nil
+}
+
+// errLaterEra marks a status that reports an epoch at or above the next
+// era's floor. No node of this cluster file's era ever votes or learns an
+// epoch there: it comes from a group reshared after ours. A Byzantine node
+// that relays such a (valid) token would otherwise make us ask for an
+// epoch every honest node of our group refuses; if most nodes report it,
+// our cluster file is out of date.
+var errLaterEra = errors.New("reports an epoch of a later era: the cluster was reshared; use the new cluster.json")
+
+// checkEra refuses a status from a later era than this client's cluster
+// file (protocol.Era).
+func (c *Client) checkEra(st protocol.StatusReply) error {
+	era := protocol.Era{Floor: c.cfg.Cluster.File.EpochFloor}
+	e := st.LastEpoch
+	if st.Certified != nil {
+		e = max(e, st.Certified.Epoch)
+	}
+	if era.Beyond(e) {
+		return fmt.Errorf("%w (epoch %d)", errLaterEra, e)
+	}
+	return nil
 }
 
 // round is what one acquisition carries from one attempt to the next.
@@ -772,7 +797,7 @@ collect:
 			busyIdx = append(busyIdx, r.m.index)
 			fail(r.m, fmt.Errorf("busy: held by %s at epoch %d", ar.Holder.Short(), ar.LeaseEpoch))
 		default:
-			if !refusalConsistent(ar, epoch) {
+			if !refusalConsistent(protocol.Era{Floor: c.cfg.Cluster.File.EpochFloor}, ar, epoch) {
 				// A stale epoch is at or below the node's last one, a
 				// too-far one above it: a refusal saying otherwise
 				// teaches nothing and no honest node sends it.
@@ -787,7 +812,7 @@ collect:
 				stale = append(stale, ar.LastEpoch)
 			case protocol.CodeStale:
 				stale = append(stale, ar.LastEpoch)
-			case protocol.CodeUnauthorised, protocol.CodeWrongCluster, protocol.CodeBadRequest:
+			case protocol.CodeUnauthorised, protocol.CodeWrongCluster, protocol.CodeBadRequest, protocol.CodeOtherEra:
 				hard = append(hard, e)
 			}
 		}
@@ -1020,9 +1045,14 @@ func (rs *round) learnSplit(f int, epoch uint64, votes int, stale []uint64) {
 }
 
 // refusalConsistent reports whether an acquire refusal of our epoch agrees
-// with itself: an honest node refuses as stale only an epoch at or below
-// its last epoch, and as too far only one above it.
-func refusalConsistent(ar protocol.AcquireReply, epoch uint64) bool {
+// with itself and with our era: an honest node refuses as stale only an
+// epoch at or below its last epoch, and as too far only one above it, and
+// no node of our era has a last epoch beyond it (a liar's stale refusal
+// there would make us hint an epoch every honest node refuses).
+func refusalConsistent(era protocol.Era, ar protocol.AcquireReply, epoch uint64) bool {
+	if (ar.Code == protocol.CodeStale || ar.Code == protocol.CodeTooFar) && era.Beyond(ar.LastEpoch) {
+		return false
+	}
 	switch ar.Code {
 	case protocol.CodeStale:
 		return ar.LastEpoch >= epoch

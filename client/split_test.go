@@ -118,13 +118,21 @@ func TestRefusalConsistent(t *testing.T) {
 	refusal := func(code protocol.Code, last uint64) protocol.AcquireReply {
 		return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: code, LastEpoch: last}
 	}
-	require.True(t, refusalConsistent(refusal(protocol.CodeStale, 9), 9))
-	require.True(t, refusalConsistent(refusal(protocol.CodeStale, 12), 9))
-	require.False(t, refusalConsistent(refusal(protocol.CodeStale, 8), 9), "stale below our epoch")
-	require.True(t, refusalConsistent(refusal(protocol.CodeTooFar, 8), 9))
-	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, 9), 9), "too far while at our epoch")
-	require.False(t, refusalConsistent(refusal(protocol.CodeTooFar, math.MaxUint64-5), 9), "too far while far above it")
-	require.True(t, refusalConsistent(refusal(protocol.CodeUnauthorised, 0), 9))
+	require.True(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeStale, 9), 9))
+	require.True(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeStale, 12), 9))
+	require.False(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeStale, 8), 9), "stale below our epoch")
+	require.True(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeTooFar, 8), 9))
+	require.False(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeTooFar, 9), 9), "too far while at our epoch")
+	require.False(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeTooFar, math.MaxUint64-5), 9), "too far while far above it")
+	require.True(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeUnauthorised, 0), 9))
+	// No node of our era has a last epoch at or above the next era's
+	// floor: a stale refusal there is a lie (it would hint an epoch every
+	// honest node refuses).
+	ceiling := uint64(1) << protocol.EraBits
+	require.False(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeStale, ceiling), 9), "stale in a later era")
+	require.True(t, refusalConsistent(protocol.Era{Floor: 0}, refusal(protocol.CodeStale, ceiling-1), 9))
+	require.True(t, refusalConsistent(protocol.Era{Floor: ceiling}, refusal(protocol.CodeStale, 2*ceiling-1), ceiling+1))
+	require.False(t, refusalConsistent(protocol.Era{Floor: ceiling}, refusal(protocol.CodeStale, 2*ceiling), ceiling+1))
 }
 
 // TestTallySessionsOfOneIdentity: two processes sharing one client key
