@@ -99,6 +99,69 @@ func TestClusterFileDefaults(t *testing.T) {
 	require.Equal(t, uint64(7), c.File.MaxEpochStep)
 }
 
+// TestClusterFileLimits: max_epoch_step is bounded and epoch_floor starts
+// an era; the largest allowed values are accepted, also when parsed.
+func TestClusterFileLimits(t *testing.T) {
+	for _, step := range []uint64{1, DefaultMaxEpochStep, MaxMaxEpochStep} {
+		f := testClusterFile(t)
+		f.MaxEpochStep = step
+		c, err := saveLoad(t, f)
+		require.NoError(t, err, "step %d", step)
+		require.Equal(t, step, c.File.MaxEpochStep)
+	}
+	for _, floor := range []uint64{0, 1 << EraBits, 2 << EraBits, 0xffff << EraBits} {
+		f := testClusterFile(t)
+		f.EpochFloor = floor
+		c, err := saveLoad(t, f)
+		require.NoError(t, err, "floor %#x", floor)
+		require.Equal(t, floor, c.File.EpochFloor)
+		require.Equal(t, testClusterFile(t).ClusterID, c.ID.String(), "the cluster ID does not depend on the floor")
+	}
+
+	// Hand-edited JSON is checked the same way.
+	f := testClusterFile(t)
+	good, err := json.Marshal(f)
+	require.NoError(t, err)
+	for name, edit := range map[string]func(map[string]any){
+		"step 2^60":    func(m map[string]any) { m["max_epoch_step"] = uint64(1) << 60 },
+		"step limit+1": func(m map[string]any) { m["max_epoch_step"] = MaxMaxEpochStep + 1 },
+		"floor 5":      func(m map[string]any) { m["epoch_floor"] = 5 },
+		"pattern RLO": func(m map[string]any) {
+			m["clients"].([]any)[0].(map[string]any)["resources"] = []string{"orders-\u202egpj.exe"}
+		},
+	} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(good, &m))
+		edit(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		c, err := LoadCluster(writeRaw(t, string(b)))
+		require.ErrorIs(t, err, ErrBadClusterFile, name)
+		require.Nil(t, c, name)
+	}
+}
+
+// TestClusterFilePatternNotUTF8: NewCluster refuses a pattern that is not
+// UTF-8. (Through JSON it cannot arrive: encoding/json writes U+FFFD.)
+func TestClusterFilePatternNotUTF8(t *testing.T) {
+	f := testClusterFile(t)
+	f.Clients = append([]ClientInfo(nil), f.Clients...)
+	f.Clients[1].Resources = []string{"orders\xff"}
+	c, err := NewCluster(f)
+	require.ErrorIs(t, err, ErrBadClusterFile)
+	require.Nil(t, c)
+}
+
+// TestClusterFilePatterns: every pattern a name may use is accepted.
+func TestClusterFilePatterns(t *testing.T) {
+	f := testClusterFile(t)
+	f.Clients = append([]ClientInfo(nil), f.Clients...)
+	f.Clients[0].Resources = []string{"orders-*", "bucket/photos", "Bücher/*", "日本", "a:b@c#1", "**", strings.Repeat("x", MaxResourceLen)}
+	c, err := saveLoad(t, f)
+	require.NoError(t, err)
+	require.Equal(t, f.Clients, c.File.Clients)
+}
+
 func TestClusterFileRefused(t *testing.T) {
 	fx := testFixture(t)
 	other, _, err := crypto.Deal(seeded(99), 4, 3)
@@ -148,6 +211,22 @@ func TestClusterFileRefused(t *testing.T) {
 		{"client with node peer ID", func(f *ClusterFile) { f.Clients[0].PeerID = f.Nodes[0].PeerID }},
 		{"duplicate client peer ID", func(f *ClusterFile) { f.Clients[1].PeerID = f.Clients[0].PeerID }},
 		{"empty client peer ID", func(f *ClusterFile) { f.Clients[1].PeerID = "" }},
+		{"max_epoch_step 2^60", func(f *ClusterFile) { f.MaxEpochStep = 1 << 60 }},
+		{"max_epoch_step max uint64", func(f *ClusterFile) { f.MaxEpochStep = ^uint64(0) }},
+		{"max_epoch_step MaxMaxEpochStep+1", func(f *ClusterFile) { f.MaxEpochStep = MaxMaxEpochStep + 1 }},
+		{"epoch_floor 5", func(f *ClusterFile) { f.EpochFloor = 5 }},
+		{"epoch_floor 2^48+1", func(f *ClusterFile) { f.EpochFloor = 1<<EraBits + 1 }},
+		{"epoch_floor 2^47", func(f *ClusterFile) { f.EpochFloor = 1 << (EraBits - 1) }},
+		{"epoch_floor max uint64", func(f *ClusterFile) { f.EpochFloor = ^uint64(0) }},
+		{"client pattern with RLO", func(f *ClusterFile) {
+			f.Clients[0].Resources = []string{"orders/*", "orders-\u202egpj.exe"}
+		}},
+		{"client pattern with zero width space", func(f *ClusterFile) { f.Clients[1].Resources = []string{"*\u200b"} }},
+		{"client pattern with BOM", func(f *ClusterFile) { f.Clients[1].Resources = []string{"\ufeff*"} }},
+		{"client pattern with space", func(f *ClusterFile) { f.Clients[1].Resources = []string{"orders db"} }},
+		{"client pattern with newline", func(f *ClusterFile) { f.Clients[1].Resources = []string{"orders\n*"} }},
+		{"client pattern empty", func(f *ClusterFile) { f.Clients[1].Resources = []string{""} }},
+		{"client pattern too long", func(f *ClusterFile) { f.Clients[1].Resources = []string{strings.Repeat("x", MaxResourceLen+1)} }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,6 +234,9 @@ func TestClusterFileRefused(t *testing.T) {
 			f.Nodes = append([]NodeInfo(nil), f.Nodes...)
 			f.Clients = append([]ClientInfo(nil), f.Clients...)
 			f.GroupKey = append([]string(nil), f.GroupKey...)
+			for i := range f.Clients {
+				f.Clients[i].Resources = append([]string(nil), f.Clients[i].Resources...)
+			}
 			c.mutate(&f)
 
 			got, err := NewCluster(f)

@@ -35,7 +35,16 @@ var (
 	fixErr  error
 )
 
-const testHolder = "12D3KooWHolderPeerID"
+// testHolder is the reference holder: a client identity and one lock
+// session of it. otherHolder is a different client; sameIDHolder is another
+// session of testHolder's identity (a replica sharing its key).
+var (
+	testHolder   = Holder{ID: "12D3KooWHolderPeerID", Session: SessionID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
+	otherHolder  = Holder{ID: "12D3KooWOtherPeer", Session: SessionID{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf}}
+	sameIDHolder = Holder{ID: testHolder.ID, Session: SessionID{16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}}
+	// testSession is the session the reference requests name.
+	testSession = testHolder.Session
+)
 
 func testFixture(tb testing.TB) fixture {
 	tb.Helper()
@@ -110,8 +119,11 @@ func validMessages(tb testing.TB) []namedMsg {
 	st := fx.stmt
 	voteA := SignedVote{Node: 2, Statement: st, IdentitySig: fx.identitySig}
 	stB := st
-	stB.Holder = "12D3KooWOtherPeer"
+	stB.Holder = otherHolder
 	voteB := SignedVote{Node: 2, Statement: stB, IdentitySig: fx.identitySig}
+	stC := st
+	stC.Holder = sameIDHolder
+	voteC := SignedVote{Node: 2, Statement: stC, IdentitySig: fx.identitySig}
 	msgs := []struct {
 		name  string
 		value interface{ Marshal() []byte }
@@ -121,20 +133,23 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"StatusReply/empty", StatusReply{}, decodeAs(UnmarshalStatusReply)},
 		{"StatusReply/no-token", StatusReply{LastEpoch: 41, Holder: testHolder, LeaseEpoch: 41, LeaseLeft: 1500 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
 		{"StatusReply/certified", StatusReply{LastEpoch: 42, Holder: testHolder, LeaseEpoch: 42, LeaseLeft: 30 * time.Second, Certified: &tok}, decodeAs(UnmarshalStatusReply)},
-		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
-		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: sameIDHolder.Session, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
 		{"AcquireReply/vote", AcquireReply{Kind: KindVote, Partial: fx.partial, IdentitySig: fx.identitySig}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: "12D3KooWOtherPeer", LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: "12D3KooWOtherPeer", LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: otherHolder, LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: otherHolder, LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy-same-identity", AcquireReply{Kind: KindBusy, Holder: sameIDHolder, LeaseEpoch: 42, Left: time.Second}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse", AcquireReply{Kind: KindRefuse, Code: CodeStale, LastEpoch: 42, Message: "epoch 40 is not above 42"}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/refuse-other-era", AcquireReply{Kind: KindRefuse, Code: CodeOtherEra, LastEpoch: 1 << EraBits, Message: "this node belongs to an earlier era; stop it"}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse-no-message", AcquireReply{Kind: KindRefuse, Code: CodeTooFar, LastEpoch: 1}, decodeAs(UnmarshalAcquireReply)},
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
-		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
-		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43}, decodeAs(UnmarshalAbandonRequest)},
+		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, Session: testSession, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
+		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession}, decodeAs(UnmarshalAbandonRequest)},
 		{"StatusReply/vote", StatusReply{LastEpoch: 42, Certified: &tok, Vote: &voteA}, decodeAs(UnmarshalStatusReply)},
-		{"AcquireRequest/votes", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, TTL: time.Second, Votes: []SignedVote{voteA, voteB}}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/votes", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession, TTL: time.Second, Votes: []SignedVote{voteA, voteB}}, decodeAs(UnmarshalAcquireRequest)},
 		{"SignedVote", voteA, decodeAs(UnmarshalSignedVote)},
 		{"Evidence", Evidence{A: voteA, B: voteB}, decodeAs(UnmarshalEvidence)},
+		{"Evidence/same-identity", Evidence{A: voteA, B: voteC}, decodeAs(UnmarshalEvidence)},
 		{"ReleaseRequest", ReleaseRequest{Token: tok}, decodeAs(UnmarshalReleaseRequest)},
 		{"Ack/ok", Ack{Code: CodeOK, LastEpoch: 42, Left: 30 * time.Second}, decodeAs(UnmarshalAck)},
 		{"Ack/refused", Ack{Code: CodeNotHolder, LastEpoch: 42, Message: "lease held by another client"}, decodeAs(UnmarshalAck)},
@@ -168,6 +183,16 @@ func wu64(v uint64) []byte {
 	e.u64(v)
 	return e.b
 }
+
+// whld is a holder field: the length-prefixed identity, then the session.
+func whld(h Holder) []byte {
+	e := encoder{}
+	e.holder(h)
+	return e.b
+}
+
+// wsess is a session ID field.
+func wsess(s SessionID) []byte { return append([]byte(nil), s[:]...) }
 
 // wu8 is a one-byte field.
 func wu8(v uint8) []byte { return []byte{v} }

@@ -83,7 +83,8 @@ func (h Holder) Validate() error {
 // MarshalText returns String's form.
 func (h Holder) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
 
-// UnmarshalText parses String's form. A bare identity (the form records
+// UnmarshalText parses String's form: the session is the 32 lowercase hex
+// digits after the last '/'. A bare identity without '/' (the form records
 // written before sessions used) parses as a holder with the zero session,
 // which matches no request: such a lease simply lapses.
 func (h *Holder) UnmarshalText(b []byte) error {
@@ -92,14 +93,17 @@ func (h *Holder) UnmarshalText(b []byte) error {
 		*h = Holder{}
 		return nil
 	}
-	id, sess, found := strings.Cut(s, "/")
+	// The session is the part after the last '/': an ID may contain '/'
+	// (it is a name), a session's lowercase hex never does.
 	var v Holder
-	v.ID = id
-	if found {
+	v.ID = s
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		id, sess := s[:i], s[i+1:]
 		raw, err := hex.DecodeString(sess)
-		if err != nil || len(raw) != SessionIDSize {
+		if err != nil || len(raw) != SessionIDSize || hex.EncodeToString(raw) != sess {
 			return fmt.Errorf("%w: holder %q: bad session ID", ErrMalformed, s)
 		}
+		v.ID = id
 		copy(v.Session[:], raw)
 	}
 	if err := ValidateHolder(v.ID); err != nil {

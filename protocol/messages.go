@@ -28,10 +28,11 @@ const (
 
 // Frame and field limits.
 const (
-	// MaxFrameSize caps every request and reply frame. The largest message,
-	// an Acquire with a token and MaxProofVotes signed votes, is under
-	// 32 KiB.
-	MaxFrameSize = 32 << 10
+	// MaxFrameSize caps every request and reply frame. The largest message
+	// honest parties send, an Acquire with a proof token and MaxProofVotes
+	// signed votes with every field at its limit and Ed25519 identity
+	// signatures (64 bytes), is 33,922 bytes (TestLargestAcquireFitsFrame).
+	MaxFrameSize = 40 << 10
 	// MaxMessageLen caps the human-readable text in a refusal.
 	MaxMessageLen = 256
 	// MaxIdentitySigLen caps a node's identity signature on a vote (an

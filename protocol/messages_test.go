@@ -90,7 +90,17 @@ func TestMessagesRefuse(t *testing.T) {
 	build, str, u64, u8 := wire, wstr, wu64, wu8
 	tooLongMS := uint64(maxWireDuration/time.Millisecond) + 1
 	badTok := append(append([]byte(nil), tokBin[:len(tokBin)-crypto.SignatureSize]...), make([]byte, crypto.SignatureSize)...)
-	badHolderTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, "a b", fx.tok.Signature[:])
+	badHolderTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{ID: "a b", Session: testSession}, fx.tok.Signature[:])
+	noSessionTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{ID: st.Holder.ID}, fx.tok.Signature[:])
+	rloTok := encodeToken(Version, st.Cluster, "orders-\u202egpj.exe", st.Epoch, st.Holder, fx.tok.Signature[:])
+	oldTok, _ := oldToken(t)
+	none := whld(Holder{})
+	sess := wsess(testSession)
+	zs := wsess(SessionID{})
+	// vote builds a signed vote's fields for holder h.
+	vote := func(h []byte) []byte {
+		return bytes.Join([][]byte{u64(2), st.Cluster[:], str(st.Resource), u64(st.Epoch), h, str("sig")}, nil)
+	}
 	raw := fx.partial.Marshal()
 	zeroIndex := append([]byte{0, 0}, raw[2:]...)
 
@@ -103,44 +113,79 @@ func TestMessagesRefuse(t *testing.T) {
 		{"StatusRequest/empty", decodeAs(UnmarshalStatusRequest), nil, ErrMalformed},
 		{"StatusRequest/empty resource", decodeAs(UnmarshalStatusRequest), build(str("")), ErrInvalidField},
 		{"StatusRequest/space in resource", decodeAs(UnmarshalStatusRequest), build(str("a b")), ErrInvalidField},
+		{"StatusRequest/RLO in resource", decodeAs(UnmarshalStatusRequest), build(str("orders-\u202egpj.exe")), ErrInvalidField},
+		{"StatusRequest/zero width space in resource", decodeAs(UnmarshalStatusRequest), build(str("orders\u200bdb")), ErrInvalidField},
 		{"StatusRequest/invalid UTF-8", decodeAs(UnmarshalStatusRequest), build(str("a\xff")), ErrMalformed},
 		{"StatusRequest/257 bytes", decodeAs(UnmarshalStatusRequest), build(str(strings.Repeat("r", 257))), ErrMalformed},
 		{"StatusRequest/non-minimal length", decodeAs(UnmarshalStatusRequest), build([]byte{0x81, 0x00, 'a'}), ErrMalformed},
 		{"StatusRequest/length overflow", decodeAs(UnmarshalStatusRequest), build(bytes.Repeat([]byte{0xff}, 10), []byte{1}), ErrMalformed},
-		{"StatusReply/bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), str("a\tb"), u64(1), u64(0), u8(0)), ErrInvalidField},
-		{"StatusReply/lease left out of range", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
-		{"StatusReply/token flag 2", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(2)), ErrMalformed},
-		{"StatusReply/flag 1 without token", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1)), ErrMalformed},
-		{"StatusReply/identity signature", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1), badTok), ErrMalformed},
-		{"StatusReply/token with bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), u64(1), u64(0), u8(1), badHolderTok), ErrInvalidField},
+		{"StatusReply/bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), whld(Holder{ID: "a\tb", Session: testSession}), u64(1), u64(0), u8(0), u8(0)), ErrInvalidField},
+		{"StatusReply/holder with RLO", decodeAs(UnmarshalStatusReply), build(u64(1), whld(Holder{ID: "a\u202eb", Session: testSession}), u64(1), u64(0), u8(0), u8(0)), ErrInvalidField},
+		{"StatusReply/holder without session", decodeAs(UnmarshalStatusReply), build(u64(1), whld(Holder{ID: testHolder.ID}), u64(1), u64(0), u8(0), u8(0)), ErrInvalidField},
+		{"StatusReply/session without holder ID", decodeAs(UnmarshalStatusReply), build(u64(1), str(""), sess, u64(1), u64(0), u8(0), u8(0)), ErrInvalidField},
+		{"StatusReply/truncated in session", decodeAs(UnmarshalStatusReply), build(u64(1), str("h"), sess[:9]), ErrMalformed},
+		{"StatusReply/vote flag 2", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(0), u8(2)), ErrMalformed},
+		{"StatusReply/vote with zero session", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(0), u8(1), vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
+		{"StatusReply/vote without holder", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(0), u8(1), vote(none)), ErrMalformed},
+		{"StatusReply/version 1 token", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1), oldTok, u8(0)), ErrTokenVersion},
+		{"StatusReply/lease left out of range", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
+		{"StatusReply/token flag 2", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(2)), ErrMalformed},
+		{"StatusReply/flag 1 without token", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1)), ErrMalformed},
+		{"StatusReply/identity signature", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1), badTok), ErrMalformed},
+		{"StatusReply/token with bad holder", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1), badHolderTok), ErrInvalidField},
 		{"AcquireRequest/short cluster", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:31]), ErrMalformed},
-		{"AcquireRequest/ttl out of range", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
-		{"AcquireRequest/bad resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str(""), u64(1), u64(1), u8(0)), ErrInvalidField},
-		{"AcquireRequest/bad proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), u64(1), u8(1), badTok), ErrMalformed},
+		{"AcquireRequest/ttl out of range", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(tooLongMS), u8(0), u8(0)), ErrMalformed},
+		{"AcquireRequest/bad resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str(""), u64(1), sess, u64(1), u8(0), u8(0)), ErrInvalidField},
+		{"AcquireRequest/RLO in resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("a\u202eb"), u64(1), sess, u64(1), u8(0), u8(0)), ErrInvalidField},
+		{"AcquireRequest/zero session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), zs, u64(1), u8(0), u8(0)), ErrMalformed},
+		{"AcquireRequest/no session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1)), ErrMalformed},
+		{"AcquireRequest/bad proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), badTok, u8(0)), ErrMalformed},
+		{"AcquireRequest/proof without session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), noSessionTok, u8(0)), ErrInvalidField},
+		{"AcquireRequest/proof with RLO resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), rloTok, u8(0)), ErrInvalidField},
+		{"AcquireRequest/version 1 proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), oldTok, u8(0)), ErrTokenVersion},
+		{"AcquireRequest/vote with zero session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(0), u8(1), vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
+		{"AcquireRequest/too many votes", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(0), u8(MaxProofVotes+1)), ErrMalformed},
 		{"AcquireReply/kind 0", decodeAs(UnmarshalAcquireReply), build(u8(0)), ErrMalformed},
 		{"AcquireReply/kind 4", decodeAs(UnmarshalAcquireReply), build(u8(4)), ErrMalformed},
 		{"AcquireReply/no kind", decodeAs(UnmarshalAcquireReply), build(), ErrMalformed},
 		{"AcquireReply/vote without identity sig", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, []byte{0}), ErrMalformed},
 		{"AcquireReply/vote index 0", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), zeroIndex, str("sig")), ErrMalformed},
 		{"AcquireReply/vote identity sig too long", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, str(strings.Repeat("s", MaxIdentitySigLen+1))), ErrMalformed},
-		{"AcquireReply/busy bad holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("a\x00"), u64(1), u64(1)), ErrInvalidField},
-		{"AcquireReply/busy left out of range", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("h"), u64(1), u64(tooLongMS)), ErrMalformed},
-		{"AcquireReply/busy pending flag not 0 or 1", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str("h"), u64(1), u64(1), u8(2)), ErrMalformed},
+		{"AcquireReply/busy bad holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), whld(Holder{ID: "a\x00", Session: testSession}), u64(1), u64(1), u8(0)), ErrInvalidField},
+		{"AcquireReply/busy zero holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), none, u64(1), u64(1), u8(0)), ErrMalformed},
+		{"AcquireReply/busy holder without session", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), whld(Holder{ID: "h"}), u64(1), u64(1), u8(0)), ErrInvalidField},
+		{"AcquireReply/busy session without holder ID", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), str(""), sess, u64(1), u64(1), u8(0)), ErrInvalidField},
+		{"AcquireReply/busy left out of range", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), whld(Holder{ID: "h", Session: testSession}), u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
+		{"AcquireReply/busy pending flag not 0 or 1", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), whld(Holder{ID: "h", Session: testSession}), u64(1), u64(1), u8(2)), ErrMalformed},
 		{"AcquireReply/refuse unknown code", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(uint8(codeMax)+1), u64(1), str("")), ErrMalformed},
 		{"AcquireReply/refuse long message", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str(strings.Repeat("m", MaxMessageLen+1))), ErrMalformed},
 		{"AcquireReply/refuse message not UTF-8", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindRefuse)), u8(1), u64(1), str("\xff")), ErrMalformed},
 		{"CommitRequest/no token", decodeAs(UnmarshalCommitRequest), build(u64(1)), ErrMalformed},
 		{"CommitRequest/bad token", decodeAs(UnmarshalCommitRequest), build(badTok, u64(1)), ErrMalformed},
 		{"CommitRequest/bad holder", decodeAs(UnmarshalCommitRequest), build(badHolderTok, u64(1)), ErrInvalidField},
+		{"CommitRequest/token without session", decodeAs(UnmarshalCommitRequest), build(noSessionTok, u64(1)), ErrInvalidField},
+		{"CommitRequest/token with RLO resource", decodeAs(UnmarshalCommitRequest), build(rloTok, u64(1)), ErrInvalidField},
+		{"CommitRequest/version 1 token", decodeAs(UnmarshalCommitRequest), build(oldTok, u64(1)), ErrTokenVersion},
 		{"CommitRequest/ttl out of range", decodeAs(UnmarshalCommitRequest), build(tokBin, u64(tooLongMS)), ErrMalformed},
-		{"RenewRequest/bad resource", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("a\nb"), u64(1), u64(1)), ErrInvalidField},
-		{"RenewRequest/ttl out of range", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), u64(tooLongMS)), ErrMalformed},
+		{"RenewRequest/bad resource", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("a\nb"), u64(1), sess, u64(1)), ErrInvalidField},
+		{"RenewRequest/ttl out of range", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(tooLongMS)), ErrMalformed},
+		{"RenewRequest/zero session", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), zs, u64(1)), ErrMalformed},
+		{"RenewRequest/no session (version 1 layout)", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), u64(1)), ErrMalformed},
 		{"AbandonRequest/short cluster", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:8]), ErrMalformed},
-		{"AbandonRequest/bad resource", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("a\x01"), u64(1)), ErrInvalidField},
+		{"AbandonRequest/bad resource", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("a\x01"), u64(1), sess), ErrInvalidField},
 		{"AbandonRequest/no epoch", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("r")), ErrMalformed},
+		{"AbandonRequest/zero session", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("r"), u64(1), zs), ErrMalformed},
+		{"AbandonRequest/no session (version 1 layout)", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("r"), u64(1)), ErrMalformed},
+		{"AbandonRequest/short session", decodeAs(UnmarshalAbandonRequest), build(st.Cluster[:], str("r"), u64(1), sess[:15]), ErrMalformed},
 		{"ReleaseRequest/bad token", decodeAs(UnmarshalReleaseRequest), build(badTok), ErrMalformed},
 		{"ReleaseRequest/bad holder", decodeAs(UnmarshalReleaseRequest), build(badHolderTok), ErrInvalidField},
-		{"Ack/unknown code", decodeAs(UnmarshalAck), build(u8(9), u64(1), u64(0), str("")), ErrMalformed},
+		{"ReleaseRequest/token without session", decodeAs(UnmarshalReleaseRequest), build(noSessionTok), ErrInvalidField},
+		{"ReleaseRequest/version 1 token", decodeAs(UnmarshalReleaseRequest), build(oldTok), ErrTokenVersion},
+		{"SignedVote/zero session", decodeAs(UnmarshalSignedVote), build(vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
+		{"SignedVote/zero holder", decodeAs(UnmarshalSignedVote), build(vote(none)), ErrMalformed},
+		{"SignedVote/RLO in resource", decodeAs(UnmarshalSignedVote), build(u64(2), st.Cluster[:], str("a\u202eb"), u64(1), whld(testHolder), str("sig")), ErrInvalidField},
+		{"Evidence/same session", decodeAs(UnmarshalEvidence), build(vote(whld(testHolder)), vote(whld(testHolder))), ErrNotEvidence},
+		{"Ack/unknown code", decodeAs(UnmarshalAck), build(u8(uint8(codeMax)+1), u64(1), u64(0), str("")), ErrMalformed},
 		{"Ack/left out of range", decodeAs(UnmarshalAck), build(u8(0), u64(1), u64(tooLongMS), str("")), ErrMalformed},
 		{"Ack/message not UTF-8", decodeAs(UnmarshalAck), build(u8(0), u64(1), u64(0), str("\xc3")), ErrMalformed},
 	}
@@ -179,13 +224,16 @@ func TestCodeString(t *testing.T) {
 		CodeNotHolder:    "not the holder",
 		CodeNoLease:      "no lease",
 		CodeInternal:     "internal error",
-		codeMax + 1:      "code(9)",
+		CodeOtherEra:     "node of an earlier era",
+		codeMax + 1:      "code(10)",
 		255:              "code(255)",
 	} {
 		require.Equal(t, want, c.String())
 	}
 	// Every code up to codeMax has its own name.
 	seen := map[string]bool{}
+	require.Equal(t, Code(9), CodeOtherEra, "codes are on the wire: never renumber")
+	require.Equal(t, CodeOtherEra, codeMax)
 	for c := Code(0); c <= codeMax; c++ {
 		require.False(t, seen[c.String()])
 		require.False(t, strings.HasPrefix(c.String(), "code("))
@@ -310,4 +358,30 @@ func TestLongMessagesTruncated(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(r.Message), MaxMessageLen)
 	require.True(t, utf8.ValidString(r.Message))
+}
+
+// TestLargestAcquireFitsFrame: an Acquire carrying a proof token and
+// MaxProofVotes signed votes, for a resource of the maximum length and
+// holders with real libp2p peer IDs (53 bytes at most: secp256k1; Ed25519
+// ones are 52) and Ed25519 identity signatures, fits one frame with the
+// sessions added in version 2.
+func TestLargestAcquireFitsFrame(t *testing.T) {
+	fx := testFixture(t)
+	st := fx.stmt
+	st.Resource = strings.Repeat("r", MaxResourceLen)
+	st.Holder.ID = "16Uiu2HAm" + strings.Repeat("x", 53-9)
+	st.Epoch = ^uint64(0)
+	tok := fx.tok
+	tok.Statement = st
+	votes := make([]SignedVote, MaxProofVotes)
+	for i := range votes {
+		votes[i] = SignedVote{Node: 1 << 16, Statement: st, IdentitySig: make([]byte, 64)}
+	}
+	m := AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: st.Epoch, Session: testSession, TTL: MaxTTL, Proof: &tok, Votes: votes}
+	enc := m.Marshal()
+	require.LessOrEqual(t, len(enc), MaxFrameSize)
+	require.NoError(t, WriteFrame(io.Discard, enc))
+	got, err := UnmarshalAcquireRequest(enc)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
 }

@@ -267,7 +267,7 @@ func TestProcessesKillOneThenTwo(t *testing.T) {
 	require.True(t, strings.HasPrefix(token, protocol.TokenTextPrefix), "stdout %q", r.stdout)
 	r = verify(clusterFile, token)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `^resource=orders-db epoch=1 holder=12D3KooW\S+\n$`, r.stdout)
+	require.Regexp(t, `^resource=orders-db epoch=1 holder=12D3KooW\S+ session=[0-9a-f]{32}\n$`, r.stdout)
 
 	// A token with a changed epoch no longer verifies.
 	tok, err := protocol.ParseTokenText(token)

@@ -132,6 +132,6 @@ func runVerify(_ context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return fmt.Errorf("token rejected: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "resource=%s epoch=%d holder=%s\n", tok.Resource, tok.Epoch, tok.Holder)
+	fmt.Fprintf(e.stdout, "resource=%s epoch=%d holder=%s session=%s\n", tok.Resource, tok.Epoch, tok.Holder.ID, tok.Holder.Session)
 	return nil
 }

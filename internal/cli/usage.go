@@ -34,7 +34,7 @@ Example:
     $ export PALISADE_IDENTITY=/tmp/palisade/client.key
     $ TOKEN=$(palisade acquire --ttl 30s orders-db)
     $ palisade verify "$TOKEN"
-    resource=orders-db epoch=1 holder=12D3KooW[...]
+    resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
     $ palisade demo
     [the fencing story, step by step]
 
@@ -113,7 +113,7 @@ Example:
     ready
     $ palisade acquire --cluster /tmp/palisade/cluster.json \
         --identity /tmp/palisade/client.key orders-db
-    pt1.AQ[...]
+    pt2.Ag[...]
 `
 
 const acquireUsage = `Usage:
@@ -137,7 +137,7 @@ Example:
     $ TOKEN=$(palisade acquire --ttl 30s orders-db)
     $ curl -H "Palisade-Token: $TOKEN" [...]
     $ palisade acquire --wait 40s orders-db
-    pt1.AQ[...]
+    pt2.Ag[...]
 `
 
 const verifyUsage = `Usage:
@@ -145,7 +145,10 @@ const verifyUsage = `Usage:
 
 Checks TOKEN (its text form; "-" reads it from stdin) offline against the
 cluster's group public key. If it is valid, verify prints one line
-"resource=R epoch=E holder=H" and exits 0; otherwise it prints why
+"resource=R epoch=E holder=H session=S" and exits 0: H is the identity of
+the client that acquired, S the lock session of that one acquisition
+(another process with the same identity is another session). Otherwise
+it prints why
 (malformed, invalid signature, another cluster) and exits 1. It does not
 check barriers: that is the resource's job.
 
@@ -154,8 +157,8 @@ Flags (environment variable in brackets):
 
 Example:
     $ palisade verify --cluster /tmp/palisade/cluster.json "$TOKEN"
-    resource=orders-db epoch=1 holder=12D3KooW[...]
-    $ palisade verify --cluster /tmp/palisade/cluster.json pt1.garbage
+    resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
+    $ palisade verify --cluster /tmp/palisade/cluster.json pt2.garbage
     palisade: error: token rejected: verifier: malformed token: [...]
 `
 
