@@ -3,6 +3,7 @@ package dkg
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	mrand "math/rand"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +89,16 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// clientID is a fresh client identity's peer ID.
+func (tm *testMembers) clientID(t *testing.T) string {
+	t.Helper()
+	k, _, err := lcrypto.GenerateEd25519Key(crand.Reader)
+	require.NoError(t, err)
+	id, err := peer.IDFromPrivateKey(k)
+	require.NoError(t, err)
+	return id.String()
+}
+
 func TestParseMemberList(t *testing.T) {
 	tm := newTestMembers(t, 4)
 	good := tm.list
@@ -101,6 +113,11 @@ func TestParseMemberList(t *testing.T) {
 		"duplicate":   func(l *MemberList) { l.Members[1] = l.Members[0] },
 		"bad peer ID": func(l *MemberList) { l.Members[2].PeerID = "nope" },
 		"no address":  func(l *MemberList) { l.Members[3].Addrs = nil },
+		// A step of 2^60 would void the era argument (docs/design-notes.md).
+		"max_epoch_step above the limit": func(l *MemberList) { l.MaxEpochStep = 1 << 60 },
+		"client pattern with a format character": func(l *MemberList) {
+			l.Clients = []protocol.ClientInfo{{Name: "c", PeerID: tm.clientID(t), Resources: []string{"orders-\u202e*"}}}
+		},
 	} {
 		l := *good
 		l.Members = append([]Member(nil), good.Members...)

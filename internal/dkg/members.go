@@ -101,11 +101,19 @@ func (l *MemberList) check() error {
 		}
 		seen[m.PeerID] = true
 	}
+	if l.MaxEpochStep > protocol.MaxMaxEpochStep {
+		return bad("max_epoch_step %d exceeds the limit %d", l.MaxEpochStep, protocol.MaxMaxEpochStep)
+	}
 	for _, c := range l.Clients {
 		if _, err := peer.Decode(c.PeerID); err != nil || seen[c.PeerID] {
 			return bad("client %q: bad or duplicate peer ID", c.Name)
 		}
 		seen[c.PeerID] = true
+		for _, p := range c.Resources {
+			if err := protocol.ValidatePattern(p); err != nil {
+				return bad("client %q: %v", c.Name, err)
+			}
+		}
 	}
 	for p := range l.CeremonyAddrs {
 		if _, err := peer.Decode(p); err != nil {
