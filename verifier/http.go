@@ -22,6 +22,13 @@ const (
 	// HeaderBarrier carries the resource's barrier in a 409 response to a
 	// stale token.
 	HeaderBarrier = "Palisade-Barrier"
+	// HeaderOutcome is set to OutcomeUnknown in the 503 response to a
+	// request whose guarded write may or may not have committed
+	// (ErrOutcomeUnknown).
+	HeaderOutcome = "Palisade-Outcome"
+	// OutcomeUnknown is the value of HeaderOutcome when the write's outcome
+	// is unknown.
+	OutcomeUnknown = "unknown"
 )
 
 // DefaultMaxBodyBytes is the default bound on a request body Middleware
@@ -77,6 +84,13 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     else commits the writes and the barrier raise together. Only then is
 //     the recorded response sent, so a client never sees success for a
 //     write that did not commit. A store failure answers 500.
+//   - The request's context (which ends when the client disconnects) can
+//     stop the write until its commit starts, never during the commit
+//     (BarrierStore.Guard); a request that ended before the commit
+//     answers 503 and wrote nothing. If the store cannot tell whether the
+//     commit took effect (ErrOutcomeUnknown), it answers 503 with
+//     HeaderOutcome set to OutcomeUnknown and no Retry-After: the write
+//     may have been applied, so the client should read before retrying.
 //
 // Every method takes the same path, reads included: a read admitted with a
 // higher epoch raises the barrier. That is safe (a newer token exists, so
@@ -128,12 +142,25 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 		case err == nil, errors.Is(err, errHandlerFailed):
 			rec.copyTo(w)
 		case errors.As(err, &stale):
-			w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
-			http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
+			staleResponse(w, stale)
+		case errors.Is(err, ErrOutcomeUnknown):
+			w.Header().Set(HeaderOutcome, OutcomeUnknown)
+			http.Error(w, "outcome unknown: the write was sent to the store but its commit was not confirmed; it may or may not have been applied, so read before retrying", http.StatusServiceUnavailable)
+		case r.Context().Err() != nil:
+			// The client went away (or a server timeout ended the
+			// request) before the commit: nothing was written.
+			http.Error(w, "request ended before the write committed: nothing was written", http.StatusServiceUnavailable)
 		default:
 			http.Error(w, "barrier store failed", http.StatusInternalServerError)
 		}
 	})
+}
+
+// staleResponse answers 409 for a stale token, with the barrier in
+// HeaderBarrier.
+func staleResponse(w http.ResponseWriter, stale *StaleError) {
+	w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
+	http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
 }
 
 func unauthorized(w http.ResponseWriter, msg string) {

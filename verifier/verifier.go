@@ -30,6 +30,14 @@ var (
 	ErrStale = errors.New("verifier: stale token")
 	// ErrClosed reports use of a barrier store after Close.
 	ErrClosed = errors.New("verifier: barrier store closed")
+	// ErrOutcomeUnknown reports a guarded write whose commit was sent to
+	// the store but not confirmed: the connection was lost during the
+	// commit, the commit ran past the store's commit timeout, or it failed
+	// in a way the store cannot classify. The write and its barrier raise
+	// may or may not have committed; read the resource before retrying a
+	// write that is not idempotent. Every other error from a guarded write
+	// means that nothing changed.
+	ErrOutcomeUnknown = errors.New("verifier: outcome of the guarded write unknown")
 
 	// Proof mode (RequireProof). The HTTP middleware answers 401 for the
 	// first four and for ErrHolderKey, and 503 for ErrTooManyProofs.
