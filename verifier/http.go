@@ -70,8 +70,10 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     HeaderProof header and applies Verifier.VerifyRequest to the request's
 //     method, raw target and body; it answers 401 with the reason if the
 //     proof is missing, malformed, from another key, for another request
-//     or token, outside the time window or replayed, and 503 with
-//     Retry-After if the replay record is full;
+//     or token, outside the time window or replayed, 409 (as below) if
+//     the token is stale, before the proof's nonce is recorded, and 503
+//     with Retry-After if the holder's quota in the replay record or the
+//     record itself is full;
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
@@ -200,7 +202,22 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 	if err != nil {
 		return false
 	}
-	err = f.v.checkProof(tok, key, NewRequest(r.Method, requestTarget(r), body), proof)
+	if err := f.v.checkProofSignature(tok, key, NewRequest(r.Method, requestTarget(r), body), proof); err != nil {
+		unauthorized(w, reason(err))
+		return false
+	}
+	// A stale token is refused before its nonce takes room in the replay
+	// record; Guard checks the barrier again in the transaction.
+	if err := f.refuseStale(r.Context(), resource, tok.Epoch); err != nil {
+		var stale *StaleError
+		if errors.As(err, &stale) {
+			staleResponse(w, stale)
+		} else {
+			http.Error(w, "barrier store failed", http.StatusInternalServerError)
+		}
+		return false
+	}
+	err = f.v.recordProof(tok, proof)
 	if errors.Is(err, ErrTooManyProofs) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.proof.window.Seconds()+0.999)))
 		http.Error(w, "too many recent proofs of possession", http.StatusServiceUnavailable)

@@ -55,8 +55,10 @@ var (
 	// ErrReplayed reports a proof whose (holder, nonce) was already used
 	// within the window.
 	ErrReplayed = errors.New("verifier: replayed proof of possession")
-	// ErrTooManyProofs reports a full replay record: the request is refused
-	// rather than an unexpired nonce forgotten. Retry after the window.
+	// ErrTooManyProofs reports a full replay record, or a holder that has
+	// used its quota in it (ProofConfig.MaxNoncesPerHolder): the request is
+	// refused rather than an unexpired nonce forgotten. Retry after the
+	// window.
 	ErrTooManyProofs = errors.New("verifier: too many recent proofs of possession")
 	// ErrHolderKey reports a token holder that is not the peer ID of an
 	// Ed25519 key (see HolderKey), so no proof of possession can be checked
@@ -135,7 +137,7 @@ func New(c *protocol.Cluster, opts ...Option) *Verifier {
 		v.cache = newTokenCache(o.cacheSize)
 	}
 	v.proof = newProofConfig(o.proof)
-	v.replay = newReplayCache(v.proof.maxNonces) // also for VerifyRequest outside proof mode
+	v.replay = newReplayCache(v.proof.maxNonces, v.proof.perHolder) // also for VerifyRequest outside proof mode
 	return v
 }
 
