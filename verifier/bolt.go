@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -30,7 +29,9 @@ const BoltOpenTimeout = 5 * time.Second
 
 // BoltStore is the embedded, durable BarrierStore: a bbolt database in which
 // each Guard is one read-write transaction (read the barrier, compare, run the
-// write, raise the barrier), fsynced on commit. It is safe for concurrent use;
+// write, raise the barrier), fsynced on commit. The caller's context is
+// checked before the transaction and again just before its commit; the
+// commit itself is never interrupted. It is safe for concurrent use;
 // bbolt runs one write transaction at a time, so keep guarded writes short.
 type BoltStore struct {
 	db   *bbolt.DB
@@ -109,15 +110,15 @@ func (s *BoltStore) Guard(ctx context.Context, resource string, epoch uint64, wr
 
 // Update is Guard with native access: fn also receives the underlying bolt
 // transaction, so an application that keeps its own buckets in the same
-// database commits them atomically with the barrier. fn must not touch
+// database commits them atomically with the barrier. If ctx ends before
+// the commit, nothing changes and Update returns an error wrapping
+// ctx.Err(); a commit that fails (a write or fsync error) may have reached
+// the disk, and Update returns an error wrapping ErrOutcomeUnknown. fn must not touch
 // BoltBarrierBucket or BoltDataBucket except through tx, and must not
 // commit or roll back btx.
 func (s *BoltStore) Update(ctx context.Context, resource string, epoch uint64, fn func(btx *bbolt.Tx, tx Tx) error) error {
 	return s.update(ctx, resource, epoch, true, fn)
 }
-
-// errNothingToCommit rolls back a read-only transaction.
-var errNothingToCommit = errors.New("verifier: nothing to commit")
 
 // update runs fn in one bolt transaction. native says fn may have written
 // through btx, so the transaction must commit even if tx stayed clean.
@@ -130,43 +131,63 @@ func (s *BoltStore) update(ctx context.Context, resource string, epoch uint64, n
 	if s.closed {
 		return ErrClosed
 	}
-	err := s.db.Update(func(btx *bbolt.Tx) error {
-		barrier, ok, err := readBarrier(btx, resource)
-		if err != nil {
-			return err
-		}
-		if ok && epoch < barrier {
-			return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
-		}
-		root := btx.Bucket([]byte(BoltDataBucket))
-		if root == nil {
-			return fmt.Errorf("verifier: bolt bucket %s missing", BoltDataBucket)
-		}
-		tx := &boltTx{root: root, resource: []byte(resource)}
-		err = func() error {
-			defer func() { tx.done = true }()
-			return fn(btx, tx)
-		}()
-		if err != nil {
-			return wrapWriteErr(resource, epoch, err)
-		}
-		if ok && epoch == barrier {
-			if !native && !tx.dirty {
-				return errNothingToCommit
-			}
-			return nil
-		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], epoch)
-		if err := btx.Bucket([]byte(BoltBarrierBucket)).Put([]byte(resource), v[:]); err != nil {
-			return fmt.Errorf("verifier: raise barrier of %q to %d: %w", resource, epoch, err)
-		}
-		return nil
-	})
-	if errors.Is(err, errNothingToCommit) {
+	btx, err := s.db.Begin(true)
+	if err != nil {
+		return fmt.Errorf("verifier: guard %q: begin: %w", resource, err)
+	}
+	// Rolls back on every path but a commit, also on a panic in fn, which
+	// then propagates; after a commit it is a no-op.
+	defer func() { _ = btx.Rollback() }()
+	changed, err := s.guardTx(btx, resource, epoch, native, fn)
+	if err != nil {
+		return err
+	}
+	// The last moment the caller may still cancel. bbolt's commit takes no
+	// context, so once it starts it runs to the end.
+	if err := ctx.Err(); err != nil {
+		return cancelledBeforeCommit(resource, epoch, err)
+	}
+	if !changed {
 		return nil
 	}
-	return err
+	if err := btx.Commit(); err != nil {
+		// A failed write or fsync may leave the new meta page on disk.
+		return fmt.Errorf("%w: commit guarded write to %q at epoch %d: %w", ErrOutcomeUnknown, resource, epoch, err)
+	}
+	return nil
+}
+
+// guardTx runs the barrier check, fn and the barrier raise in btx, and
+// reports whether btx must commit.
+func (s *BoltStore) guardTx(btx *bbolt.Tx, resource string, epoch uint64, native bool, fn func(btx *bbolt.Tx, tx Tx) error) (changed bool, err error) {
+	barrier, ok, err := readBarrier(btx, resource)
+	if err != nil {
+		return false, err
+	}
+	if ok && epoch < barrier {
+		return false, &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	}
+	root := btx.Bucket([]byte(BoltDataBucket))
+	if root == nil {
+		return false, fmt.Errorf("verifier: bolt bucket %s missing", BoltDataBucket)
+	}
+	tx := &boltTx{root: root, resource: []byte(resource)}
+	err = func() error {
+		defer func() { tx.done = true }()
+		return fn(btx, tx)
+	}()
+	if err != nil {
+		return false, wrapWriteErr(resource, epoch, err)
+	}
+	if ok && epoch == barrier {
+		return native || tx.dirty, nil
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], epoch)
+	if err := btx.Bucket([]byte(BoltBarrierBucket)).Put([]byte(resource), v[:]); err != nil {
+		return false, fmt.Errorf("verifier: raise barrier of %q to %d: %w", resource, epoch, err)
+	}
+	return true, nil
 }
 
 // DB returns the underlying bolt database, for reads of the application's

@@ -35,6 +35,7 @@
 //		return tx.Put("row/42", value)
 //	})
 //	if errors.Is(err, verifier.ErrStale) { /* a newer holder exists */ }
+//	if errors.Is(err, verifier.ErrOutcomeUnknown) { /* read before retrying */ }
 //
 // or wrap an HTTP handler with [Fence.Middleware], which reads the token
 // from the [HeaderToken] header and runs the handler inside the guarded
@@ -65,6 +66,26 @@
 // one store and writing in another, or checking the barrier and writing
 // later, is not fencing: a stale holder can slip in between.
 //
+// # Cancellation and unknown outcomes
+//
+// A failed guarded write changes nothing: barrier and data stay as they
+// were. The caller's context can stop a write up to its commit, never
+// during it: every store checks the context once more just before it
+// commits, and then commits detached from it ([SQLStore] under its own
+// [SQLStore.CommitTimeout], [DefaultCommitTimeout] by default), so a
+// deadline that expires mid-commit cannot turn a committed write into a
+// reported failure. A write cancelled before its commit returns an error
+// wrapping the context's error.
+//
+// One case is left where the store cannot know: the commit was sent and
+// then the connection was lost, the commit timed out, or the disk failed
+// during the fsync. The write may or may not have committed, and the error
+// wraps [ErrOutcomeUnknown]. Branch on it: read the resource (at the same
+// epoch) before retrying a write that is not idempotent. [Fence.Middleware]
+// answers it with 503 and [HeaderOutcome] set to [OutcomeUnknown]; a client
+// that disconnects before the commit stops the write, one that disconnects
+// during it does not.
+//
 // # Choosing a store
 //
 //   - [SQLStore]: the resource already runs PostgreSQL or SQLite. The
@@ -83,8 +104,9 @@
 // Every store passes the same conformance suite, package
 // verifier/barriertest: stale epochs refused, equal admitted, higher raise
 // the barrier together with the write, a failed write changes nothing,
-// racing writers are serialised, and barriers survive reopening. A new
-// store should run it too.
+// racing writers are serialised, writers cancelled at random moments leave
+// no trace unless told ErrOutcomeUnknown, and barriers survive reopening.
+// A new store should run it too.
 //
 // # Data versions
 //

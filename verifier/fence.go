@@ -29,7 +29,10 @@ func NewFence(v *Verifier, s BarrierStore) *Fence {
 // must not be below the resource's barrier (BarrierStore.Guard); then write
 // runs in the transaction that raises the barrier. The error wraps
 // ErrMalformedToken, ErrWrongCluster, ErrWrongResource, ErrInvalidToken,
-// ErrStale (a *StaleError), write's error, or a store error.
+// ErrStale (a *StaleError), write's error, ctx's error if ctx ended before
+// the commit, or a store error; in all these cases nothing changed. An
+// error wrapping ErrOutcomeUnknown means the commit was sent but not
+// confirmed: the write may have committed (see BarrierStore.Guard).
 func (f *Fence) Admit(ctx context.Context, tok protocol.Token, resource string, write func(tx Tx) error) error {
 	if err := f.v.VerifyFor(tok, resource); err != nil {
 		return err

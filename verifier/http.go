@@ -22,6 +22,13 @@ const (
 	// HeaderBarrier carries the resource's barrier in a 409 response to a
 	// stale token.
 	HeaderBarrier = "Palisade-Barrier"
+	// HeaderOutcome is set to OutcomeUnknown in the 503 response to a
+	// request whose guarded write may or may not have committed
+	// (ErrOutcomeUnknown).
+	HeaderOutcome = "Palisade-Outcome"
+	// OutcomeUnknown is the value of HeaderOutcome when the write's outcome
+	// is unknown.
+	OutcomeUnknown = "unknown"
 )
 
 // DefaultMaxBodyBytes is the default bound on a request body Middleware
@@ -63,8 +70,10 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     HeaderProof header and applies Verifier.VerifyRequest to the request's
 //     method, raw target and body; it answers 401 with the reason if the
 //     proof is missing, malformed, from another key, for another request
-//     or token, outside the time window or replayed, and 503 with
-//     Retry-After if the replay record is full;
+//     or token, outside the time window or replayed, 409 (as below) if
+//     the token is stale, before the proof's nonce is recorded, and 503
+//     with Retry-After if the holder's quota in the replay record or the
+//     record itself is full;
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
@@ -77,6 +86,13 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     else commits the writes and the barrier raise together. Only then is
 //     the recorded response sent, so a client never sees success for a
 //     write that did not commit. A store failure answers 500.
+//   - The request's context (which ends when the client disconnects) can
+//     stop the write until its commit starts, never during the commit
+//     (BarrierStore.Guard); a request that ended before the commit
+//     answers 503 and wrote nothing. If the store cannot tell whether the
+//     commit took effect (ErrOutcomeUnknown), it answers 503 with
+//     HeaderOutcome set to OutcomeUnknown and no Retry-After: the write
+//     may have been applied, so the client should read before retrying.
 //
 // Every method takes the same path, reads included: a read admitted with a
 // higher epoch raises the barrier. That is safe (a newer token exists, so
@@ -128,12 +144,25 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 		case err == nil, errors.Is(err, errHandlerFailed):
 			rec.copyTo(w)
 		case errors.As(err, &stale):
-			w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
-			http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
+			staleResponse(w, stale)
+		case errors.Is(err, ErrOutcomeUnknown):
+			w.Header().Set(HeaderOutcome, OutcomeUnknown)
+			http.Error(w, "outcome unknown: the write was sent to the store but its commit was not confirmed; it may or may not have been applied, so read before retrying", http.StatusServiceUnavailable)
+		case r.Context().Err() != nil:
+			// The client went away (or a server timeout ended the
+			// request) before the commit: nothing was written.
+			http.Error(w, "request ended before the write committed: nothing was written", http.StatusServiceUnavailable)
 		default:
 			http.Error(w, "barrier store failed", http.StatusInternalServerError)
 		}
 	})
+}
+
+// staleResponse answers 409 for a stale token, with the barrier in
+// HeaderBarrier.
+func staleResponse(w http.ResponseWriter, stale *StaleError) {
+	w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
+	http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
 }
 
 func unauthorized(w http.ResponseWriter, msg string) {
@@ -173,7 +202,22 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 	if err != nil {
 		return false
 	}
-	err = f.v.checkProof(tok, key, NewRequest(r.Method, requestTarget(r), body), proof)
+	if err := f.v.checkProofSignature(tok, key, NewRequest(r.Method, requestTarget(r), body), proof); err != nil {
+		unauthorized(w, reason(err))
+		return false
+	}
+	// A stale token is refused before its nonce takes room in the replay
+	// record; Guard checks the barrier again in the transaction.
+	if err := f.refuseStale(r.Context(), resource, tok.Epoch); err != nil {
+		var stale *StaleError
+		if errors.As(err, &stale) {
+			staleResponse(w, stale)
+		} else {
+			http.Error(w, "barrier store failed", http.StatusInternalServerError)
+		}
+		return false
+	}
+	err = f.v.recordProof(tok, proof)
 	if errors.Is(err, ErrTooManyProofs) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.proof.window.Seconds()+0.999)))
 		http.Error(w, "too many recent proofs of possession", http.StatusServiceUnavailable)

@@ -64,6 +64,11 @@ func (m *MemoryStore) Guard(ctx context.Context, resource string, epoch uint64, 
 			return wrapWriteErr(resource, epoch, err)
 		}
 	}
+	// The commit below cannot fail or be interrupted; ctx can still stop
+	// the write until here, as on the durable stores.
+	if err := ctx.Err(); err != nil {
+		return cancelledBeforeCommit(resource, epoch, err)
+	}
 	if len(tx.pending) > 0 {
 		d := m.data[resource]
 		if d == nil {

@@ -46,6 +46,12 @@ const (
 	DefaultProofWindow = 30 * time.Second
 	// DefaultMaxNonces bounds the replay record by default.
 	DefaultMaxNonces = 1 << 16
+	// DefaultMaxNoncesPerHolder is the default quota of one holder in the
+	// replay record: 8,192 unexpired nonces, an eighth of DefaultMaxNonces,
+	// which is about 270 proved requests a second per holder sustained over
+	// a 30 s window. With a configured MaxNonces the default quota is an
+	// eighth of it.
+	DefaultMaxNoncesPerHolder = DefaultMaxNonces / 8
 )
 
 // proofTextLen is the length of Proof.String: unpadded base64url.
@@ -59,13 +65,24 @@ type ProofConfig struct {
 	// Now is the verifier's clock (default time.Now).
 	Now func() time.Time
 	// MaxNonces bounds the replay record (default DefaultMaxNonces). Each
-	// entry takes about 100 bytes plus the holder. When it is full of
+	// entry takes about 150 bytes plus the holder. When it is full of
 	// unexpired nonces, new proofs are refused with ErrTooManyProofs:
 	// forgetting an unexpired nonce would let its request be replayed.
 	// Only proofs that verify, from holders of valid tokens, are recorded,
-	// so garbage cannot fill it; size it above the number of proved
-	// requests the resource serves in two windows.
+	// so garbage cannot fill it, and Fence.AdmitRequest and
+	// Fence.Middleware refuse a stale token (ErrStale) before recording
+	// its nonce, so an ex-holder cannot fill it either; size it above the
+	// number of proved requests the resource serves in two windows.
 	MaxNonces int
+	// MaxNoncesPerHolder is one holder's quota of unexpired nonces in the
+	// replay record (default MaxNonces/8, which is
+	// DefaultMaxNoncesPerHolder for the default MaxNonces). It is capped at
+	// half of MaxNonces (and is at least 1), so that no single holder can
+	// take all the room: one that sends more proved requests than its quota
+	// within a window is refused with ErrTooManyProofs, and the other
+	// holders keep their room. Size it above the number of proved requests
+	// one lock session sends in two windows.
+	MaxNoncesPerHolder int
 }
 
 // RequireProof turns on proof mode: a request is admitted only with a proof
@@ -81,10 +98,11 @@ type proofConfig struct {
 	window    time.Duration
 	now       func() time.Time
 	maxNonces int
+	perHolder int
 }
 
 func newProofConfig(c *ProofConfig) proofConfig {
-	pc := proofConfig{window: DefaultProofWindow, now: time.Now, maxNonces: DefaultMaxNonces}
+	pc := proofConfig{window: DefaultProofWindow, now: time.Now, maxNonces: DefaultMaxNonces, perHolder: DefaultMaxNoncesPerHolder}
 	if c == nil {
 		return pc
 	}
@@ -98,6 +116,11 @@ func newProofConfig(c *ProofConfig) proofConfig {
 	if c.MaxNonces > 0 {
 		pc.maxNonces = c.MaxNonces
 	}
+	pc.perHolder = pc.maxNonces / 8
+	if c.MaxNoncesPerHolder > 0 {
+		pc.perHolder = c.MaxNoncesPerHolder
+	}
+	pc.perHolder = max(1, min(pc.perHolder, pc.maxNonces/2))
 	return pc
 }
 
@@ -277,10 +300,22 @@ func SignRequest(req *http.Request, tok protocol.Token, sign func(msg []byte) ([
 //     (ErrBadProof);
 //  6. the (holder, nonce) was not used within the window (ErrReplayed), and
 //     is recorded only now, so that only verified proofs take room
-//     (ErrTooManyProofs when full).
+//     (ErrTooManyProofs when the holder's quota, MaxNoncesPerHolder, or
+//     the whole record, MaxNonces, is full).
 //
-// It does not look at the barrier: Fence.AdmitRequest does.
+// It does not look at the barrier, so it records the nonce of a stale
+// token too: Fence.AdmitRequest and Fence.Middleware read the barrier
+// between steps 5 and 6 and refuse a stale token before its nonce is
+// recorded.
 func (v *Verifier) VerifyRequest(tok protocol.Token, resource string, req Request, proof Proof) error {
+	if err := v.checkProofUntilRecord(tok, resource, req, proof); err != nil {
+		return err
+	}
+	return v.recordProof(tok, proof)
+}
+
+// checkProofUntilRecord runs steps 1 to 5 of VerifyRequest.
+func (v *Verifier) checkProofUntilRecord(tok protocol.Token, resource string, req Request, proof Proof) error {
 	key, cached, err := v.checkProofTime(&tok, resource, proof)
 	if err != nil {
 		return err
@@ -288,7 +323,7 @@ func (v *Verifier) VerifyRequest(tok protocol.Token, resource string, req Reques
 	if err := v.checkSignature(&tok, cached); err != nil {
 		return err
 	}
-	return v.checkProof(tok, key, req, proof)
+	return v.checkProofSignature(tok, key, req, proof)
 }
 
 // checkProofTime runs steps 1 to 3 of VerifyRequest.
@@ -310,34 +345,68 @@ func (v *Verifier) checkProofTime(tok *protocol.Token, resource string, proof Pr
 	return key, cached, nil
 }
 
-// checkProof runs steps 5 and 6 of VerifyRequest.
-func (v *Verifier) checkProof(tok protocol.Token, key ed25519.PublicKey, req Request, proof Proof) error {
+// checkProofSignature runs step 5 of VerifyRequest.
+func (v *Verifier) checkProofSignature(tok protocol.Token, key ed25519.PublicKey, req Request, proof Proof) error {
 	if !ed25519.Verify(key, ProofBytes(tok, req, proof.UnixMilli, proof.Nonce), proof.Signature[:]) {
 		return fmt.Errorf("%w: signature does not verify under holder %s for %s %q", ErrBadProof, tok.Holder.ID, req.Method, req.Target)
 	}
+	return nil
+}
+
+// recordProof runs step 6 of VerifyRequest.
+func (v *Verifier) recordProof(tok protocol.Token, proof Proof) error {
 	return v.replay.record(replayKey{holder: tok.Holder.ID, nonce: proof.Nonce}, proof.UnixMilli+v.proof.window.Milliseconds(), v.proof.now().UnixMilli())
 }
 
 // AdmitRequest is Fence.Admit for a request with a holder's proof: tok and
 // proof must pass v.VerifyRequest for resource and req, and tok's epoch must
 // not be below the barrier; then write runs in the transaction that raises
-// the barrier. The errors are VerifyRequest's, ErrStale, write's error, or a
-// store error.
+// the barrier. The barrier is read once before the proof's nonce is
+// recorded, so a stale token is refused with ErrStale without taking room
+// in the replay record, and checked again, authoritatively, inside the
+// transaction. The errors are VerifyRequest's, ErrStale, write's error, or
+// a store error (ErrOutcomeUnknown if the commit's outcome is unknown; see
+// BarrierStore.Guard).
 func (f *Fence) AdmitRequest(ctx context.Context, tok protocol.Token, resource string, req Request, proof Proof, write func(tx Tx) error) error {
-	if err := f.v.VerifyRequest(tok, resource, req, proof); err != nil {
+	if err := f.v.checkProofUntilRecord(tok, resource, req, proof); err != nil {
+		return err
+	}
+	if err := f.refuseStale(ctx, resource, tok.Epoch); err != nil {
+		return err
+	}
+	if err := f.v.recordProof(tok, proof); err != nil {
 		return err
 	}
 	return f.s.Guard(ctx, resource, tok.Epoch, write)
 }
 
+// refuseStale is a cheap read of the barrier outside any transaction: it
+// returns a *StaleError if epoch is below it. A barrier raised just after
+// the read is still caught by Guard.
+func (f *Fence) refuseStale(ctx context.Context, resource string, epoch uint64) error {
+	barrier, ok, err := f.s.Barrier(ctx, resource)
+	if err != nil {
+		return fmt.Errorf("verifier: read barrier of %q: %w", resource, err)
+	}
+	if ok && epoch < barrier {
+		return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	}
+	return nil
+}
+
 // replayCache records the (holder, nonce) of every proof admitted within
-// the window, until its timestamp leaves the window.
+// the window, until its timestamp leaves the window. It holds at most max
+// keys, and at most perHolder of one holder.
 type replayCache struct {
-	mu  sync.Mutex
-	max int
+	mu        sync.Mutex
+	max       int
+	perHolder int
 	// seen maps each recorded key to its expiry (unix ms): timestamp +
 	// window.
-	seen   map[replayKey]int64
+	seen map[replayKey]int64
+	// held counts the keys in seen per holder; holders with none are
+	// absent, so it has at most max entries.
+	held   map[string]int
 	expiry expiryHeap
 	// horizon is the latest clock reading seen. Entries expire against
 	// it, and a proof whose expiry lies before it is refused as expired
@@ -351,12 +420,12 @@ type replayKey struct {
 	nonce  [NonceSize]byte
 }
 
-func newReplayCache(max int) *replayCache {
-	return &replayCache{max: max, seen: make(map[replayKey]int64)}
+func newReplayCache(max, perHolder int) *replayCache {
+	return &replayCache{max: max, perHolder: perHolder, seen: make(map[replayKey]int64), held: make(map[string]int)}
 }
 
-// record refuses a key already recorded, or any new key when the record is
-// full, and records key otherwise.
+// record refuses a key already recorded, or any new key when its holder's
+// quota or the record is full, and records key otherwise.
 func (r *replayCache) record(k replayKey, expiry, now int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -365,6 +434,9 @@ func (r *replayCache) record(k replayKey, expiry, now int64) error {
 		e := heap.Pop(&r.expiry).(expiryEntry)
 		if r.seen[e.key] == e.at {
 			delete(r.seen, e.key)
+			if r.held[e.key.holder]--; r.held[e.key.holder] <= 0 {
+				delete(r.held, e.key.holder)
+			}
 		}
 	}
 	if expiry < r.horizon {
@@ -373,10 +445,14 @@ func (r *replayCache) record(k replayKey, expiry, now int64) error {
 	if _, dup := r.seen[k]; dup {
 		return fmt.Errorf("%w: holder %s nonce %x", ErrReplayed, k.holder, k.nonce)
 	}
+	if n := r.held[k.holder]; n >= r.perHolder {
+		return fmt.Errorf("%w: holder %s has %d unexpired nonces recorded, its quota", ErrTooManyProofs, k.holder, n)
+	}
 	if len(r.seen) >= r.max {
 		return fmt.Errorf("%w: %d unexpired nonces recorded", ErrTooManyProofs, len(r.seen))
 	}
 	r.seen[k] = expiry
+	r.held[k.holder]++
 	heap.Push(&r.expiry, expiryEntry{at: expiry, key: k})
 	return nil
 }

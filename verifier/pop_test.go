@@ -145,7 +145,8 @@ func TestVerifyRequest(t *testing.T) {
 // proofs that verify, refuses when full rather than forget, frees entries
 // as they leave the window, and stays safe when the clock steps back.
 func TestReplayRecord(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: 2, Window: 10 * time.Second})
+	// One holder: its quota (2 of 4) is what fills.
+	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: 4, MaxNoncesPerHolder: 2, Window: 10 * time.Second})
 	req := verifier.NewRequest(http.MethodPost, "/orders-db", nil)
 	check := func(pr verifier.Proof) error { return p.v.VerifyRequest(p.tok, "orders-db", req, pr) }
 

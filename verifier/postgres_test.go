@@ -72,6 +72,12 @@ func TestSQLStorePostgres(t *testing.T) {
 		testTwoHandles(t, a, b)
 	})
 
+	t.Run("CommitTimeout", func(t *testing.T) {
+		s := pg.open(t, pg.newSchema(t))
+		defer s.Close()
+		testCommitTimeout(t, s.SQLStore)
+	})
+
 	t.Run("Update", func(t *testing.T) {
 		s := pg.open(t, pg.newSchema(t))
 		defer s.Close()

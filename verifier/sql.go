@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // SQLDialect names the SQL database behind an SQLStore.
@@ -66,6 +67,12 @@ const SQLiteBusyTimeoutMillis = 30_000
 //  3. commit, or rollback if any step failed: a failed write leaves barrier
 //     and data unchanged.
 //
+// The caller's context can stop a guarded write up to its COMMIT, never
+// during it: the COMMIT runs detached from the caller's context, bounded by
+// CommitTimeout. If the COMMIT fails (connection lost, timeout) the write
+// may or may not have committed, and Guard and Update return an error
+// wrapping ErrOutcomeUnknown; every other error means nothing changed.
+//
 // On PostgreSQL the transaction runs at READ COMMITTED: the upsert waits for
 // a concurrent holder of the row lock and then re-checks the newest
 // committed barrier, and each later statement sees everything committed
@@ -84,6 +91,10 @@ const SQLiteBusyTimeoutMillis = 30_000
 // leaves the database open. Use an SQLite file, not ":memory:", whose every
 // pooled connection is a separate empty database.
 type SQLStore struct {
+	// CommitTimeout bounds a guarded transaction's COMMIT; zero means
+	// DefaultCommitTimeout. Set it before the store is used.
+	CommitTimeout time.Duration
+
 	db     *sql.DB
 	q      sqlQueries
 	txOpts *sql.TxOptions
@@ -281,10 +292,16 @@ func (s *SQLStore) Guard(ctx context.Context, resource string, epoch uint64, wri
 
 // Update is Guard with native access: fn also receives the underlying
 // database transaction, so the application's own statements commit
-// atomically with the barrier (or roll back with it). fn must use stx
-// with the ctx given to Update or one derived from it, must not touch
-// SQLBarrierTable or SQLDataTable except through tx, and must not commit or
-// roll back stx.
+// atomically with the barrier (or roll back with it). If ctx ends before
+// the COMMIT, the transaction rolls back and Update returns an error
+// wrapping ctx.Err(); once the COMMIT has started, ctx no longer matters,
+// and a COMMIT that fails or outlasts CommitTimeout returns an error
+// wrapping ErrOutcomeUnknown (the write may have committed: the driver's
+// error is wrapped too).
+//
+// fn must use stx with the ctx given to Update or one derived from it,
+// must not touch SQLBarrierTable or SQLDataTable except through tx, and
+// must not commit or roll back stx.
 func (s *SQLStore) Update(ctx context.Context, resource string, epoch uint64, fn func(stx *sql.Tx, tx Tx) error) (err error) {
 	if err := checkGuardArgs(ctx, resource); err != nil {
 		return err
@@ -294,19 +311,30 @@ func (s *SQLStore) Update(ctx context.Context, resource string, epoch uint64, fn
 	if s.closed {
 		return ErrClosed
 	}
+	// database/sql binds a transaction to the context of BeginTx, and
+	// drivers run COMMIT under it: a caller's deadline expiring during the
+	// COMMIT would abandon a commit the server may already have applied.
+	// So the transaction runs under txCtx, detached from ctx: the caller's
+	// cancellation reaches it only until the commit starts, after which
+	// only the commit timeout can end it.
+	txCtx, cancelTx := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTx()
+	stopCancel := context.AfterFunc(ctx, cancelTx)
+	defer stopCancel()
+
 	conn, err := s.conn(ctx)
 	if err != nil {
 		return fmt.Errorf("verifier: guard %q: %w", resource, err)
 	}
 	defer conn.Close()
-	stx, err := conn.BeginTx(ctx, s.txOpts)
+	stx, err := conn.BeginTx(txCtx, s.txOpts)
 	if err != nil {
 		return fmt.Errorf("verifier: guard %q: begin: %w", resource, err)
 	}
-	committed := false
+	committing := false
 	defer func() {
 		// Also on a panic in fn, which then propagates.
-		if !committed {
+		if !committing {
 			_ = stx.Rollback()
 		}
 	}()
@@ -331,11 +359,29 @@ func (s *SQLStore) Update(ctx context.Context, resource string, epoch uint64, fn
 	if err != nil {
 		return wrapWriteErr(resource, epoch, err)
 	}
-	if err := stx.Commit(); err != nil {
-		return fmt.Errorf("verifier: commit guarded write to %q at epoch %d: %w", resource, epoch, err)
+	// The last moment the caller may still cancel: after stopCancel, ctx
+	// no longer reaches txCtx.
+	stopCancel()
+	if err := ctx.Err(); err != nil {
+		return cancelledBeforeCommit(resource, epoch, err)
 	}
-	committed = true
+	timer := time.AfterFunc(s.commitTimeout(), cancelTx)
+	defer timer.Stop()
+	committing = true
+	if err := stx.Commit(); err != nil {
+		// The COMMIT may have reached the server and been applied before
+		// the connection failed or the timeout cut it off.
+		return fmt.Errorf("%w: commit guarded write to %q at epoch %d: %w", ErrOutcomeUnknown, resource, epoch, err)
+	}
 	return nil
+}
+
+// commitTimeout is CommitTimeout or its default.
+func (s *SQLStore) commitTimeout() time.Duration {
+	if s.CommitTimeout > 0 {
+		return s.CommitTimeout
+	}
+	return DefaultCommitTimeout
 }
 
 // stale builds the StaleError of a refused upsert (n rows affected), reading

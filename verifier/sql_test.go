@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -209,6 +211,53 @@ func TestNewSQLStoreErrors(t *testing.T) {
 	require.Equal(t, "sqlite", verifier.SQLite.String())
 	require.Equal(t, "postgresql", verifier.PostgreSQL.String())
 	require.Equal(t, "SQLDialect(9)", verifier.SQLDialect(9).String())
+}
+
+// TestSQLiteStoreCommitTimeout: see testCommitTimeout.
+func TestSQLiteStoreCommitTimeout(t *testing.T) {
+	s := openSQLite(t, t.TempDir())
+	defer s.Close()
+	testCommitTimeout(t, s.SQLStore)
+}
+
+// testCommitTimeout runs guarded writes whose commit timeout is too short
+// to confirm a commit: each returns nil or ErrOutcomeUnknown, never a
+// plain failure, and the ones that returned nil are all present.
+func testCommitTimeout(t *testing.T, s *verifier.SQLStore) {
+	ctx := context.Background()
+	s.CommitTimeout = time.Nanosecond
+	const writes = 20
+	var ok, unknown int
+	committed := map[string]bool{}
+	for i := range writes {
+		key := fmt.Sprint("k", i)
+		err := s.Guard(ctx, "r", uint64(i+1), func(tx verifier.Tx) error { return tx.Put(key, []byte("v")) })
+		switch {
+		case err == nil:
+			ok++
+			committed[key] = true
+		case errors.Is(err, verifier.ErrOutcomeUnknown):
+			unknown++
+		default:
+			t.Fatalf("write %d: %v, want nil or ErrOutcomeUnknown", i, err)
+		}
+	}
+	t.Logf("commit timeout 1ns: %d confirmed, %d outcome unknown", ok, unknown)
+	s.CommitTimeout = 0
+	barrier, found, err := s.Barrier(ctx, "r")
+	require.NoError(t, err)
+	if !found {
+		require.Zero(t, ok)
+		return
+	}
+	require.NoError(t, s.Guard(ctx, "r", barrier, func(tx verifier.Tx) error {
+		for key := range committed {
+			_, present, err := tx.Get(key)
+			require.NoError(t, err)
+			require.True(t, present, "confirmed write %s is absent", key)
+		}
+		return nil
+	}))
 }
 
 // TestSQLiteStoreWAL: NewSQLStore switches a file database to WAL.

@@ -4,7 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
+
+// DefaultCommitTimeout bounds the commit of a guarded write on stores that
+// talk to a database server or disk (SQLStore.CommitTimeout): the commit
+// runs detached from the caller's context, so that a caller's deadline
+// never interrupts a commit in progress, and this is its ceiling.
+const DefaultCommitTimeout = 30 * time.Second
 
 // Tx is a resource's key-value space inside one guarded transaction. Keys
 // are scoped to the resource the transaction guards: two resources never see
@@ -41,6 +48,15 @@ type BarrierStore interface {
 	// the epoch. write runs at most once. Guard fails without running write
 	// if ctx is already done (wrapping ctx.Err()), if resource is empty, or
 	// with ErrClosed after Close. write must not call the store.
+	//
+	// ctx can stop a guarded write before its commit, never during it: if
+	// ctx ends before the commit starts, nothing changes and Guard returns
+	// an error wrapping ctx.Err(); once the commit has started, Guard waits
+	// for it (bounded by the store's own commit timeout, where it has one).
+	// Guard returns nil only if the write committed. If the store cannot
+	// tell whether the commit took effect (a connection lost during the
+	// commit, a commit timeout, a failed fsync), the error wraps
+	// ErrOutcomeUnknown; every other error means nothing changed.
 	Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error
 	// Close releases the store. Later calls fail with ErrClosed; a second
 	// Close returns nil.
@@ -62,6 +78,12 @@ func checkGuardArgs(ctx context.Context, resource string) error {
 		return errEmptyResource
 	}
 	return nil
+}
+
+// cancelledBeforeCommit is the error of a guarded write whose ctx ended
+// after its write function ran and before the commit: nothing changed.
+func cancelledBeforeCommit(resource string, epoch uint64, err error) error {
+	return fmt.Errorf("verifier: guarded write to %q at epoch %d cancelled before commit: %w", resource, epoch, err)
 }
 
 // wrapWriteErr names the failing step around a guarded write's error.

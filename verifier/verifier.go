@@ -30,6 +30,14 @@ var (
 	ErrStale = errors.New("verifier: stale token")
 	// ErrClosed reports use of a barrier store after Close.
 	ErrClosed = errors.New("verifier: barrier store closed")
+	// ErrOutcomeUnknown reports a guarded write whose commit was sent to
+	// the store but not confirmed: the connection was lost during the
+	// commit, the commit ran past the store's commit timeout, or it failed
+	// in a way the store cannot classify. The write and its barrier raise
+	// may or may not have committed; read the resource before retrying a
+	// write that is not idempotent. Every other error from a guarded write
+	// means that nothing changed.
+	ErrOutcomeUnknown = errors.New("verifier: outcome of the guarded write unknown")
 
 	// Proof mode (RequireProof). The HTTP middleware answers 401 for the
 	// first four and for ErrHolderKey, and 503 for ErrTooManyProofs.
@@ -47,8 +55,10 @@ var (
 	// ErrReplayed reports a proof whose (holder, nonce) was already used
 	// within the window.
 	ErrReplayed = errors.New("verifier: replayed proof of possession")
-	// ErrTooManyProofs reports a full replay record: the request is refused
-	// rather than an unexpired nonce forgotten. Retry after the window.
+	// ErrTooManyProofs reports a full replay record, or a holder that has
+	// used its quota in it (ProofConfig.MaxNoncesPerHolder): the request is
+	// refused rather than an unexpired nonce forgotten. Retry after the
+	// window.
 	ErrTooManyProofs = errors.New("verifier: too many recent proofs of possession")
 	// ErrHolderKey reports a token holder that is not the peer ID of an
 	// Ed25519 key (see HolderKey), so no proof of possession can be checked
@@ -127,7 +137,7 @@ func New(c *protocol.Cluster, opts ...Option) *Verifier {
 		v.cache = newTokenCache(o.cacheSize)
 	}
 	v.proof = newProofConfig(o.proof)
-	v.replay = newReplayCache(v.proof.maxNonces) // also for VerifyRequest outside proof mode
+	v.replay = newReplayCache(v.proof.maxNonces, v.proof.perHolder) // also for VerifyRequest outside proof mode
 	return v
 }
 

@@ -18,7 +18,11 @@
 // write. Values are versioned (verifier.PutIfVersion): PUT and DELETE honour
 // If-Match: "VERSION" (or *), and PUT honours If-None-Match: * (create
 // only), answering 412 with the current ETag when the version differs. A
-// refused or failed request changes neither the value nor the barrier.
+// refused or failed request changes neither the value nor the barrier,
+// with one exception: a 503 with "Palisade-Outcome: unknown" means the
+// store could not confirm the commit, so the write may have been applied.
+// A client that disconnects before the commit stops the write; one that
+// disconnects during the commit does not.
 package resource
 
 import (

@@ -26,6 +26,9 @@
 //   - data versions (verifier.PutIfVersion and friends) compare and set
 //     inside the transaction, a failed check rolls back the barrier too,
 //     and racing read-modify-write clients lose no update;
+//   - writers cancelled at random moments (short deadlines) never leave a
+//     trace: a Guard that returns an error changed neither data nor barrier,
+//     unless the error is verifier.ErrOutcomeUnknown;
 //   - barriers and data survive closing and reopening (durable stores).
 package barriertest
 
@@ -41,7 +44,9 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,6 +88,7 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"FailedVersionCheckLeavesBarrierAndDataUnchanged", false, testVersionAbort},
 		{"RacingVersionedWritersSerialised", false, testVersionRace},
 		{"RefusesEmptyResourceAndDoneContext", false, testArgs},
+		{"CancelledWritesLeaveNoTrace", false, testCancelled},
 		{"BarrierSurvivesReopen", true, testDurable},
 		{"UseAfterClose", false, testClosed},
 	}
@@ -478,6 +484,178 @@ func testArgs(t *testing.T, h *harness) {
 	require.ErrorIs(t, h.s.Guard(ctx, "r", 1, write), context.Canceled)
 	require.False(t, ran)
 	require.EqualValues(t, -1, h.barrier(t, "r"))
+}
+
+// testCancelled runs concurrent writers on a few resources, half of the
+// writes under a random deadline of 0 to 3 ms, so that cancellation lands
+// at every step of a guarded write: before it starts, while it waits for
+// the resource, while it writes, and around its commit. Every write has its
+// own epoch (from a shared counter, so most are admitted) and its own key.
+// Afterwards a write whose Guard returned an error other than
+// ErrOutcomeUnknown must have left no trace: its key is absent, and no
+// stale refusal ever named its epoch as the barrier.
+func testCancelled(t *testing.T, h *harness) {
+	const (
+		writers   = 32
+		perWriter = 40
+		resources = 4
+	)
+	seed := seedFor(t)
+	t.Logf("seed %d", seed)
+	type outcome int
+	const (
+		committed outcome = iota + 1
+		failed
+		unknown
+	)
+	type write struct {
+		res     string
+		epoch   uint64
+		key     string
+		outcome outcome
+		timed   bool
+		err     error
+	}
+	var (
+		next    atomic.Uint64
+		wg      sync.WaitGroup
+		results = make([][]write, writers)
+	)
+	for i := range writers {
+		rng := rand.New(rand.NewSource(seed + int64(i)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range perWriter {
+				w := write{
+					res:   fmt.Sprintf("cancel-%d", rng.Intn(resources)),
+					epoch: next.Add(1),
+					key:   fmt.Sprintf("w/%d/%d", i, j),
+					timed: rng.Intn(2) == 0,
+				}
+				ctx, cancel := h.ctx, context.CancelFunc(func() {})
+				if w.timed {
+					ctx, cancel = context.WithTimeout(h.ctx, time.Duration(rng.Int63n(int64(3*time.Millisecond))))
+				}
+				w.err = h.s.Guard(ctx, w.res, w.epoch, func(tx verifier.Tx) error {
+					if err := tx.Put(w.key, []byte("written")); err != nil {
+						return err
+					}
+					n, err := getUint(tx, "count")
+					if err != nil {
+						return err
+					}
+					return putUint(tx, "count", n+1)
+				})
+				cancel()
+				switch {
+				case w.err == nil:
+					w.outcome = committed
+				case errors.Is(w.err, verifier.ErrOutcomeUnknown):
+					w.outcome = unknown
+				default:
+					w.outcome = failed
+				}
+				results[i] = append(results[i], w)
+			}
+		}()
+	}
+	wg.Wait()
+
+	// epochOf maps each epoch to its write; the stale errors name the
+	// barrier that refused them, which must be the epoch of a write that
+	// committed (or may have).
+	epochOf := map[uint64]write{}
+	var all []write
+	for _, ws := range results {
+		for _, w := range ws {
+			epochOf[w.epoch] = w
+			all = append(all, w)
+		}
+	}
+	counts := map[outcome]int{}
+	timedFailed, stale := 0, 0
+	reported := map[uint64]bool{}
+	for _, w := range all {
+		counts[w.outcome]++
+		if w.outcome == failed && w.timed {
+			timedFailed++
+		}
+		var se *verifier.StaleError
+		if errors.As(w.err, &se) {
+			stale++
+			if b, ok := epochOf[se.Barrier]; ok && b.outcome == failed && !reported[b.epoch] {
+				reported[b.epoch] = true
+				t.Errorf("write at epoch %d to %s failed (%v), yet its epoch became the barrier that refused epoch %d", b.epoch, b.res, b.err, se.Epoch)
+			}
+		}
+	}
+	t.Logf("%d writes: %d committed, %d failed (%d of them under a deadline, %d stale), %d outcome unknown",
+		len(all), counts[committed], counts[failed], timedFailed, stale, counts[unknown])
+
+	for r := range resources {
+		res := fmt.Sprintf("cancel-%d", r)
+		var mine []write
+		for _, w := range all {
+			if w.res == res {
+				mine = append(mine, w)
+			}
+		}
+		barrier, ok, err := h.s.Barrier(h.ctx, res)
+		require.NoError(t, err)
+		present := map[string]bool{}
+		var count uint64
+		if ok {
+			require.ErrorIs(t, h.s.Guard(h.ctx, res, barrier, func(tx verifier.Tx) error {
+				for _, w := range mine {
+					_, ok, err := tx.Get(w.key)
+					if err != nil {
+						return err
+					}
+					present[w.key] = ok
+				}
+				var err error
+				count, err = getUint(tx, "count")
+				if err != nil {
+					return err
+				}
+				return errReadOnly
+			}), errReadOnly)
+		}
+		var highest uint64
+		found, maybe := 0, 0
+		leaked := 0
+		for _, w := range mine {
+			switch w.outcome {
+			case committed:
+				require.True(t, present[w.key], "write at epoch %d to %s returned nil but is absent", w.epoch, res)
+				highest = max(highest, w.epoch)
+				found++
+			case unknown:
+				if present[w.key] {
+					highest = max(highest, w.epoch)
+					maybe++
+				}
+			case failed:
+				if present[w.key] {
+					leaked++
+					if leaked <= 5 {
+						t.Errorf("write at epoch %d to %s returned %q, yet it committed", w.epoch, res, w.err)
+					}
+				}
+			}
+		}
+		if leaked > 0 {
+			t.Errorf("%s: %d writes reported as failed were committed", res, leaked)
+		}
+		require.EqualValues(t, found+maybe, count, "%s: the counter disagrees with the writes found", res)
+		if found+maybe > 0 {
+			require.True(t, ok)
+			require.Equal(t, highest, barrier, "%s: the barrier is not the highest committed epoch", res)
+		} else {
+			require.False(t, ok, "%s: a barrier without a committed write", res)
+		}
+	}
 }
 
 func testDurable(t *testing.T, h *harness) {
