@@ -1,0 +1,211 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestRecordCacheBoundedUnderDistinctNames: one authorised client asks
+// about 200,000 names nobody ever used (Status, Renew, Abandon). Nothing is
+// cached for them and the heap does not grow with the number of names. On
+// e7342e7 every name stayed cached: about 100 MB for 200,000 names.
+func TestRecordCacheBoundedUnderDistinctNames(t *testing.T) {
+	lc := newLimitsCluster(t)
+	n := lc.startNode1(t, storeTestOpenBolt(t, ""), Limits{}, "")
+	ctx := context.Background()
+	const names = 200_000
+	const maxGrowth = 8 << 20 // bytes; e7342e7 grew by about 100 MB
+	from := lc.everything
+	before := heapInUse()
+	for i := 0; i < names; i++ {
+		res := fmt.Sprintf("flood/%d", i)
+		var proto string
+		var req []byte
+		switch i % 3 {
+		case 0:
+			proto, req = protocol.ProtoStatus, protocol.StatusRequest{Resource: res}.Marshal()
+		case 1:
+			proto, req = protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, TTL: time.Second}.Marshal()
+		default:
+			proto, req = protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1}.Marshal()
+		}
+		_, err := n.serve(ctx, proto, from, req)
+		require.NoError(t, err, "request %d", i)
+	}
+	after := heapInUse()
+	growth := int64(after) - int64(before)
+	cached := n.cacheLen()
+	t.Logf("%d distinct unknown names: heap growth %.2f MB, %d records cached (cap %d)", names, float64(growth)/(1<<20), cached, DefaultLimits.RecordCache)
+	require.Zero(t, cached, "a never-seen, unchanged resource is not cached")
+	require.Less(t, growth, int64(maxGrowth), "heap growth after %d distinct names", names)
+}
+
+// TestRecordCacheCapKeepsDurableState: records that do exist are cached up
+// to the cap; evicted ones are read back from the vote store unchanged,
+// also while transitions run concurrently on the same resources (a
+// transition holds its shard lock from load to save, so eviction never
+// drops an update in flight).
+func TestRecordCacheCapKeepsDurableState(t *testing.T) {
+	lc := newLimitsCluster(t)
+	const capRecords = 128 // 2 per shard
+	n := lc.startNode1(t, NewMemStore(), Limits{RecordCache: capRecords}, "")
+	ctx := context.Background()
+	bump := func(res string) error {
+		_, err := n.apply(ctx, res, func(rec Record, now time.Time) (Outcome, error) {
+			return n.cfg.Rules.SeeVotes(rec, rec.Seen+1, now), nil
+		})
+		return err
+	}
+	const resources = 2000
+	for i := 0; i < resources; i++ {
+		require.NoError(t, bump(fmt.Sprintf("r/%d", i)))
+	}
+	require.LessOrEqual(t, n.cacheLen(), capRecords, "records cached")
+
+	// Concurrent transitions and reads on a small set, with the cache
+	// thrashing: every increment must survive eviction.
+	const workers, rounds, hot = 8, 200, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				res := fmt.Sprintf("r/%d", (w*rounds+r)%hot)
+				if err := bump(res); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := n.Record(ctx, fmt.Sprintf("r/%d", hot+(w*rounds+r)%(resources-hot))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var total uint64
+	for i := 0; i < resources; i++ {
+		rec, err := n.Record(ctx, fmt.Sprintf("r/%d", i))
+		require.NoError(t, err)
+		total += rec.Seen
+		if i >= hot {
+			require.EqualValues(t, 1, rec.Seen, "r/%d", i)
+		}
+	}
+	require.EqualValues(t, resources+workers*rounds, total, "no update lost to eviction")
+	t.Logf("%d records, cache cap %d: %d cached", resources, capRecords, n.cacheLen())
+	require.LessOrEqual(t, n.cacheLen(), capRecords, "records cached")
+}
+
+// TestACLAppliesToEveryResourceRequest: Status, Renew, Abandon, Commit and
+// Release about a resource are refused to a client whose patterns do not
+// allow it and to a peer outside the cluster file; members may ask. On
+// e7342e7 Status answered anyone.
+func TestACLAppliesToEveryResourceRequest(t *testing.T) {
+	lc := newLimitsCluster(t)
+	n := lc.startNode1(t, NewMemStore(), Limits{}, "")
+	ctx := context.Background()
+	status := func(from interface{ String() string }, res string) error {
+		_, err := n.serve(ctx, protocol.ProtoStatus, peerOf(t, from.String()), protocol.StatusRequest{Resource: res}.Marshal())
+		return err
+	}
+	require.NoError(t, status(lc.ordersOnly, "orders-1"))
+	require.NoError(t, status(lc.everything, "payroll"))
+	require.NoError(t, status(peerOf(t, lc.cluster.File.Nodes[1].PeerID), "payroll"), "members may ask")
+	err := status(lc.ordersOnly, "payroll")
+	require.Error(t, err, "status of a resource outside the client's patterns")
+	require.True(t, errors.Is(err, ErrUnauthorised), "%v", err)
+	require.Error(t, status(lc.stranger, "orders-1"), "status from a peer outside the cluster")
+
+	_, tok := storeTestCrypto() // a well-formed token (another key)
+	tok.Statement = lc.cluster.Statement("payroll", 1, lc.ordersOnly.String())
+	for _, c := range []struct {
+		proto string
+		req   []byte
+	}{
+		{protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 1}.Marshal()},
+		{protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 1}.Marshal()},
+		{protocol.ProtoCommit, protocol.CommitRequest{Token: tok}.Marshal()},
+		{protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal()},
+	} {
+		b, err := n.serve(ctx, c.proto, lc.ordersOnly, c.req)
+		require.NoError(t, err, c.proto)
+		a, err := protocol.UnmarshalAck(b)
+		require.NoError(t, err, c.proto)
+		require.Equal(t, protocol.CodeUnauthorised, a.Code, "%s: %s", c.proto, a.Message)
+	}
+}
+
+// TestEvidenceCappedPerMember: a Byzantine member hands an honest node
+// 10,000 distinct pairs of its own conflicting votes. The node checks and
+// writes at most Limits.EvidencePerMember of them; the rest are dropped
+// before any signature check or disk write. Evidence against another
+// member still gets in. On e7342e7 every pair was verified and fsynced.
+func TestEvidenceCappedPerMember(t *testing.T) {
+	lc := newLimitsCluster(t)
+	path := filepath.Join(t.TempDir(), EvidenceFileName)
+	n := lc.startNode1(t, NewMemStore(), Limits{}, path)
+	ctx := context.Background()
+	pair := func(member int, res string) []byte {
+		vote := func(holder string) protocol.SignedVote {
+			st := lc.cluster.Statement(res, 7, holder)
+			sig, err := lc.ids[member-1].Sign(st.VoteBytes())
+			require.NoError(t, err)
+			return protocol.SignedVote{Node: member, Statement: st, IdentitySig: sig}
+		}
+		return protocol.Evidence{A: vote("holder-a"), B: vote("holder-b")}.Marshal()
+	}
+	const flood = 10_000
+	limit := DefaultLimits.EvidencePerMember
+	for i := 0; i < flood; i++ {
+		b, err := n.serve(ctx, protocol.ProtoEvidence, lc.everything, pair(2, fmt.Sprintf("res-%d", i)))
+		require.NoError(t, err)
+		a, err := protocol.UnmarshalAck(b)
+		require.NoError(t, err)
+		require.Equal(t, protocol.CodeOK, a.Code, a.Message)
+	}
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	onePair := len(pair(2, fmt.Sprintf("res-%d", flood))) // binary; a line holds it in hex
+	bound := int64(limit * (2*onePair + 64))
+	t.Logf("%d pairs against one member: evidence.jsonl %d bytes (bound %d), %d signature checks", flood, st.Size(), bound, n.evidenceChecks())
+	require.LessOrEqual(t, st.Size(), bound, "bytes on disk")
+	require.LessOrEqual(t, n.evidenceChecks(), uint64(limit), "evidence signature checks")
+
+	// Another member's evidence is not crowded out.
+	b, err := n.serve(ctx, protocol.ProtoEvidence, lc.everything, pair(3, "other"))
+	require.NoError(t, err)
+	a, err := protocol.UnmarshalAck(b)
+	require.NoError(t, err)
+	require.Equal(t, protocol.CodeOK, a.Code, a.Message)
+	evs, err := parseEvidenceFile(path)
+	require.NoError(t, err)
+	require.Len(t, evs, limit+1)
+	require.Equal(t, 3, evs[limit].A.Node)
+}
