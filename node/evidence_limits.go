@@ -96,15 +96,15 @@ func (n *Node) handleEvidenceBounded(_ context.Context, from peer.ID, b []byte) 
 		n.limits.evidenceDropped.Add(1)
 		return protocol.Ack{Code: protocol.CodeOK, Message: fmt.Sprintf("evidence against node %d already recorded", ev.A.Node)}.Marshal(), nil
 	}
-	if !n.sigBudget.take(from, n.clock.Now()) {
+	if !n.sigBudget.allow(from, n.clock.Now()) {
 		n.limits.throttled.Add(1)
 		return bad("too many bad signatures from this peer: evidence not checked, try again later")
 	}
 	n.limits.evidenceChecks.Add(1)
 	if err := p2p.VerifyEvidence(n.cfg.Cluster, ev); err != nil {
+		n.sigBudget.charge(from, n.clock.Now())
 		return bad(err.Error())
 	}
-	n.sigBudget.refund(from)
 	n.recordEvidence(ev)
 	return protocol.Ack{Code: protocol.CodeOK}.Marshal(), nil
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,10 +18,6 @@ import (
 // of failed signature checks per peer so that one peer's bad signatures
 // cannot keep the node busy with pairings.
 
-// ErrUnauthorised is returned (and the stream reset) when a peer asks about
-// a resource it may not see: Status has no refusal code in its reply.
-var ErrUnauthorised = errors.New("node: peer may not access this resource")
-
 // Limits bound what one admitted peer can make a node keep or compute. Zero
 // fields take the defaults in DefaultLimits.
 type Limits struct {
@@ -35,11 +30,13 @@ type Limits struct {
 	// that member is dropped before its signatures are checked.
 	EvidencePerMember int
 	// BadSigBurst and BadSigRate are a token bucket per peer on signature
-	// checks that fail: a peer may cost the node BadSigBurst failed pairing
-	// checks at once and BadSigRate per second after that. A check is
-	// charged before it runs and refunded if it succeeds, so honest peers
-	// are never limited; once a peer's bucket is empty its uncached tokens
-	// are refused without a pairing.
+	// checks that fail: a peer may cost the node BadSigBurst failed checks
+	// at once and BadSigRate per second in the long run. Only failures are
+	// charged, so honest peers are never limited however many checks they
+	// run at once; once a peer's bucket is empty, its uncached tokens and
+	// its evidence are refused without a check. Checks already running
+	// when the bucket empties are charged too (the balance goes negative),
+	// so the overshoot is at most Config.MaxInflightPerPeer, once.
 	BadSigBurst int
 	BadSigRate  float64
 	// BadSigCache is how many digests of tokens whose signature failed are
@@ -51,8 +48,8 @@ type Limits struct {
 var DefaultLimits = Limits{
 	RecordCache:       16384,
 	EvidencePerMember: 4,
-	BadSigBurst:       16,
-	BadSigRate:        2,
+	BadSigBurst:       4,
+	BadSigRate:        1,
 	BadSigCache:       1024,
 }
 
@@ -161,8 +158,11 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 	case protocol.ProtoStatus:
 		req, err := protocol.UnmarshalStatusRequest(b)
 		if err == nil && !n.mayAccess(from, req.Resource) {
+			// StatusReply has no refusal code: the peer gets the reply
+			// of a resource nobody used, which tells it nothing, and its
+			// Acquire is then refused as unauthorised. Nothing is loaded.
 			n.limits.unauth.Add(1)
-			return nil, true, fmt.Errorf("%w: %s, status of %q", ErrUnauthorised, from, req.Resource)
+			return n.cfg.Rules.Status(Record{Resource: req.Resource}, n.clock.Now()).Marshal(), true, nil
 		}
 	case protocol.ProtoAcquire:
 		req, err := protocol.UnmarshalAcquireRequest(b)
@@ -227,17 +227,17 @@ func (n *Node) checkTokenFrom(p peer.ID, t protocol.Token, resource string) (msg
 		n.limits.cachedBad.Add(1)
 		return "token signature: does not verify (seen before)", true
 	}
-	if !n.sigBudget.take(p, n.clock.Now()) {
+	if !n.sigBudget.allow(p, n.clock.Now()) {
 		n.limits.throttled.Add(1)
 		return "too many bad signatures from this peer: token not checked, try again later", true
 	}
 	n.limits.tokenChecks.Add(1)
 	if err := n.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature); err != nil {
 		n.limits.badTokens.Add(1)
+		n.sigBudget.charge(p, n.clock.Now())
 		n.badSigs.add(d)
 		return fmt.Sprintf("token signature: %v", err), true
 	}
-	n.sigBudget.refund(p)
 	n.verified.add(d)
 	return "", false
 }
@@ -251,7 +251,7 @@ type sigBudget struct {
 }
 
 type bucket struct {
-	tokens float64
+	tokens float64 // may be negative: checks that failed concurrently
 	at     time.Time
 }
 
@@ -259,10 +259,8 @@ type bucket struct {
 // one starts full), so beyond this many peers they are forgotten.
 const maxIdleBuckets = 1024
 
-// take charges one check to p; false means p's budget is spent.
-func (s *sigBudget) take(p peer.ID, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// refill returns p's bucket brought up to now; the caller holds s.mu.
+func (s *sigBudget) refill(p peer.ID, now time.Time) *bucket {
 	if s.buckets == nil {
 		s.buckets = map[peer.ID]*bucket{}
 	}
@@ -278,20 +276,24 @@ func (s *sigBudget) take(p peer.ID, now time.Time) bool {
 		b.tokens = min(s.burst, b.tokens+dt.Seconds()*s.rate)
 		b.at = now
 	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b
 }
 
-// refund returns a charge for a check that succeeded.
-func (s *sigBudget) refund(p peer.ID) {
+// allow reports whether p may have another signature checked now.
+func (s *sigBudget) allow(p peer.ID, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.buckets[p]; ok {
-		b.tokens = min(s.burst, b.tokens+1)
+	if b, ok := s.buckets[p]; !ok || b.tokens >= s.burst {
+		return true // fast path: a peer that never failed
 	}
+	return s.refill(p, now).tokens >= 1
+}
+
+// charge records one failed check by p.
+func (s *sigBudget) charge(p peer.ID, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refill(p, now).tokens--
 }
 
 // prune forgets buckets that have refilled; the caller holds s.mu.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/protocol"
@@ -125,32 +126,60 @@ func TestRecordCacheCapKeepsDurableState(t *testing.T) {
 
 // TestACLAppliesToEveryResourceRequest: Status, Renew, Abandon, Commit and
 // Release about a resource are refused to a client whose patterns do not
-// allow it and to a peer outside the cluster file; members may ask. On
-// e7342e7 Status answered anyone.
+// allow it and to a peer outside the cluster file; members may ask. A
+// refused Status tells nothing about the resource (StatusReply has no
+// refusal code, so it is the reply of an unused resource). On e7342e7
+// Status answered anyone.
 func TestACLAppliesToEveryResourceRequest(t *testing.T) {
 	lc := newLimitsCluster(t)
 	n := lc.startNode1(t, NewMemStore(), Limits{}, "")
 	ctx := context.Background()
-	status := func(from interface{ String() string }, res string) error {
-		_, err := n.serve(ctx, protocol.ProtoStatus, peerOf(t, from.String()), protocol.StatusRequest{Resource: res}.Marshal())
-		return err
+	for _, res := range []string{"orders-1", "payroll"} {
+		_, err := n.apply(ctx, res, func(rec Record, now time.Time) (Outcome, error) {
+			return n.cfg.Rules.SeeVotes(rec, 40, now), nil
+		})
+		require.NoError(t, err)
+		_, err = n.apply(ctx, res, func(rec Record, now time.Time) (Outcome, error) {
+			o := n.cfg.Rules.Acquire(rec, lc.everything.String(), 41, time.Minute, nil, now)
+			require.Equal(t, protocol.KindVote, o.Kind)
+			return o, nil
+		})
+		require.NoError(t, err)
 	}
-	require.NoError(t, status(lc.ordersOnly, "orders-1"))
-	require.NoError(t, status(lc.everything, "payroll"))
-	require.NoError(t, status(peerOf(t, lc.cluster.File.Nodes[1].PeerID), "payroll"), "members may ask")
-	err := status(lc.ordersOnly, "payroll")
-	require.Error(t, err, "status of a resource outside the client's patterns")
-	require.True(t, errors.Is(err, ErrUnauthorised), "%v", err)
-	require.Error(t, status(lc.stranger, "orders-1"), "status from a peer outside the cluster")
+	status := func(from peer.ID, res string) protocol.StatusReply {
+		b, err := n.serve(ctx, protocol.ProtoStatus, from, protocol.StatusRequest{Resource: res}.Marshal())
+		require.NoError(t, err)
+		st, err := protocol.UnmarshalStatusReply(b)
+		require.NoError(t, err)
+		return st
+	}
+	member := peerOf(t, lc.cluster.File.Nodes[1].PeerID)
+	for _, ok := range []struct {
+		from peer.ID
+		res  string
+	}{{lc.ordersOnly, "orders-1"}, {lc.everything, "payroll"}, {member, "payroll"}} {
+		st := status(ok.from, ok.res)
+		require.EqualValues(t, 41, st.LastEpoch, "%s may see %s", ok.from, ok.res)
+		require.Equal(t, lc.everything.String(), st.Holder)
+	}
+	for _, no := range []struct {
+		from peer.ID
+		res  string
+	}{{lc.ordersOnly, "payroll"}, {lc.stranger, "orders-1"}} {
+		st := status(no.from, no.res)
+		require.Zero(t, st.LastEpoch, "%s may not see %s", no.from, no.res)
+		require.Empty(t, st.Holder, "%s may not see %s", no.from, no.res)
+		require.Nil(t, st.Vote, "%s may not see %s", no.from, no.res)
+	}
 
 	_, tok := storeTestCrypto() // a well-formed token (another key)
-	tok.Statement = lc.cluster.Statement("payroll", 1, lc.ordersOnly.String())
+	tok.Statement = lc.cluster.Statement("payroll", 41, lc.ordersOnly.String())
 	for _, c := range []struct {
 		proto string
 		req   []byte
 	}{
-		{protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 1}.Marshal()},
-		{protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 1}.Marshal()},
+		{protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41}.Marshal()},
+		{protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41}.Marshal()},
 		{protocol.ProtoCommit, protocol.CommitRequest{Token: tok}.Marshal()},
 		{protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal()},
 	} {
@@ -206,6 +235,45 @@ func TestEvidenceCappedPerMember(t *testing.T) {
 	require.Equal(t, protocol.CodeOK, a.Code, a.Message)
 	evs, err := parseEvidenceFile(path)
 	require.NoError(t, err)
-	require.Len(t, evs, limit+1)
+	require.Equal(t, limit+1, len(evs), "pieces on disk")
 	require.Equal(t, 3, evs[limit].A.Node)
+}
+
+// TestEvidenceCapCountsWhatIsOnDisk: a node restarted from its directory
+// counts the evidence its file already holds, so a restart does not make
+// room for another round of the same member's pairs.
+func TestEvidenceCapCountsWhatIsOnDisk(t *testing.T) {
+	lc := newLimitsCluster(t)
+	dir := filepath.Join(t.TempDir(), "node1")
+	require.NoError(t, WriteDir(dir, lc.cluster.File, lc.shares[0], lc.ids[0], []string{"/ip4/127.0.0.1/tcp/0"}))
+	d, err := LoadDir(dir)
+	require.NoError(t, err)
+	path := filepath.Join(dir, EvidenceFileName)
+	ctx := context.Background()
+	pair := func(res string) []byte {
+		vote := func(holder string) protocol.SignedVote {
+			st := lc.cluster.Statement(res, 7, holder)
+			sig, err := lc.ids[1].Sign(st.VoteBytes())
+			require.NoError(t, err)
+			return protocol.SignedVote{Node: 2, Statement: st, IdentitySig: sig}
+		}
+		return protocol.Evidence{A: vote("holder-a"), B: vote("holder-b")}.Marshal()
+	}
+	limit := DefaultLimits.EvidencePerMember
+	for run := 0; run < 2; run++ {
+		r, err := d.Start(clockwork.NewRealClock())
+		require.NoError(t, err)
+		for i := 0; i < 3*limit; i++ {
+			_, err := r.serve(ctx, protocol.ProtoEvidence, lc.everything, pair(fmt.Sprintf("run%d-%d", run, i)))
+			require.NoError(t, err)
+		}
+		checks := r.evidenceChecks()
+		require.NoError(t, r.Close())
+		evs, err := parseEvidenceFile(path)
+		require.NoError(t, err)
+		require.Equal(t, limit, len(evs), "pieces on disk after run %d", run)
+		if run > 0 {
+			require.Zero(t, checks, "signature checks after a restart")
+		}
+	}
 }
