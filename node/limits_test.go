@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
+	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -276,4 +277,53 @@ func TestEvidenceCapCountsWhatIsOnDisk(t *testing.T) {
 			require.Zero(t, checks, "signature checks after a restart")
 		}
 	}
+}
+
+// TestBadSignatureBudgetPerPeer: one peer's stream of bad-signature
+// Commits costs at most BadSigBurst pairings (plus BadSigRate a second);
+// the same bad token from another peer costs none (negative cache); and
+// another peer's valid token is still checked and accepted.
+func TestBadSignatureBudgetPerPeer(t *testing.T) {
+	lc := newLimitsCluster(t)
+	n := lc.startNode1(t, NewMemStore(), Limits{}, "")
+	ctx := context.Background()
+	sign := func(st protocol.Statement) protocol.Token {
+		var ps []crypto.PartialSig
+		for _, sh := range lc.shares[:3] {
+			p, err := sh.Sign(st.SignedBytes())
+			require.NoError(t, err)
+			ps = append(ps, p)
+		}
+		sig, _, err := lc.cluster.Key.Combine(st.SignedBytes(), ps)
+		require.NoError(t, err)
+		return protocol.Token{Statement: st, Signature: sig}
+	}
+	good := sign(lc.cluster.Statement("orders-1", 5, lc.ordersOnly.String()))
+	commit := func(from peer.ID, tok protocol.Token) protocol.Ack {
+		b, err := n.serve(ctx, protocol.ProtoCommit, from, protocol.CommitRequest{Token: tok}.Marshal())
+		require.NoError(t, err)
+		a, err := protocol.UnmarshalAck(b)
+		require.NoError(t, err)
+		return a
+	}
+	const flood = 200
+	start := time.Now()
+	var first protocol.Token
+	for i := 0; i < flood; i++ {
+		bad := good
+		bad.Statement = lc.cluster.Statement("orders-1", uint64(100+i), lc.everything.String())
+		if i == 0 {
+			first = bad
+		}
+		require.Equal(t, protocol.CodeBadRequest, commit(lc.everything, bad).Code)
+	}
+	st := n.LimitStats()
+	allowed := uint64(DefaultLimits.BadSigBurst) + uint64(time.Since(start).Seconds()*DefaultLimits.BadSigRate) + 1
+	t.Logf("%d bad-signature commits from one peer: %d pairings, %d refused unchecked", flood, st.TokenChecks, st.ThrottledTokens)
+	require.LessOrEqual(t, st.TokenChecks, allowed, "pairings spent on one peer's bad signatures")
+
+	require.Equal(t, protocol.CodeBadRequest, commit(lc.ordersOnly, first).Code, "a known bad token")
+	require.Equal(t, st.TokenChecks, n.LimitStats().TokenChecks, "a known bad token costs no pairing")
+	require.Equal(t, protocol.CodeOK, commit(lc.ordersOnly, good).Code, "another peer's valid token")
+	require.Equal(t, st.TokenChecks+1, n.LimitStats().TokenChecks)
 }
