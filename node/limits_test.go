@@ -28,7 +28,8 @@ func heapInUse() uint64 {
 }
 
 // TestRecordCacheBoundedUnderDistinctNames: one authorised client asks
-// about 200,000 names nobody ever used (Status, Renew, Abandon). Nothing is
+// about 200,000 names nobody ever used (Status, Renew, Abandon, and some
+// Releases with tokens that do not verify). Nothing is
 // cached for them and the heap does not grow with the number of names. On
 // e7342e7 every name stayed cached: about 100 MB for 200,000 names.
 func TestRecordCacheBoundedUnderDistinctNames(t *testing.T) {
@@ -38,15 +39,22 @@ func TestRecordCacheBoundedUnderDistinctNames(t *testing.T) {
 	const names = 200_000
 	const maxGrowth = 8 << 20 // bytes; e7342e7 grew by about 100 MB
 	from := lc.everything
+	_, badTok := storeTestCrypto() // signed by another group key
 	before := heapInUse()
 	for i := 0; i < names; i++ {
 		res := fmt.Sprintf("flood/%d", i)
 		var proto string
 		var req []byte
-		switch i % 3 {
-		case 0:
+		switch {
+		case i%200 == 199:
+			// A Release needs a token; this one's signature does not
+			// verify (the sender's budget refuses most unchecked).
+			tok := badTok
+			tok.Statement = lc.cluster.Statement(res, 1, from.String())
+			proto, req = protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal()
+		case i%3 == 0:
 			proto, req = protocol.ProtoStatus, protocol.StatusRequest{Resource: res}.Marshal()
-		case 1:
+		case i%3 == 1:
 			proto, req = protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, TTL: time.Second}.Marshal()
 		default:
 			proto, req = protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1}.Marshal()
