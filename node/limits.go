@@ -36,7 +36,8 @@ type Limits struct {
 	// run at once; once a peer's bucket is empty, its uncached tokens and
 	// its evidence are refused without a check. Checks already running
 	// when the bucket empties are charged too (the balance goes negative),
-	// so the overshoot is at most Config.MaxInflightPerPeer, once.
+	// so a burst is at most BadSigBurst + Config.MaxInflightPerPeer and the
+	// long-run rate stays BadSigRate.
 	BadSigBurst int
 	BadSigRate  float64
 	// BadSigCache is how many digests of tokens whose signature failed are
