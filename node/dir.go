@@ -171,6 +171,12 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 		_ = store.Close()
 		return nil, err
 	}
+	// What is already on disk counts against the per-member cap.
+	if prior, err := parseEvidenceFile(evPath); err != nil {
+		log.Warnw("cannot read the evidence file; its entries do not count against the cap", "file", evPath, "err", err)
+	} else {
+		n.seedEvidence(prior)
+	}
 	return &Running{Node: n, Gater: gater, host: h, store: store}, nil
 }
 
@@ -219,7 +225,22 @@ func ReadEvidence(dir string) ([]protocol.Evidence, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, EvidenceFileName))
+	evs, err := parseEvidenceFile(filepath.Join(dir, EvidenceFileName))
+	if err != nil {
+		return nil, err
+	}
+	for i, ev := range evs {
+		if err := p2p.VerifyEvidence(c, ev); err != nil {
+			return nil, fmt.Errorf("node: evidence line %d does not verify: %w", i+1, err)
+		}
+	}
+	return evs, nil
+}
+
+// parseEvidenceFile decodes an evidence file (none: empty) without
+// checking signatures.
+func parseEvidenceFile(path string) ([]protocol.Evidence, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -245,11 +266,7 @@ func ReadEvidence(dir string) ([]protocol.Evidence, error) {
 		if err := errors.Join(errA, errB); err != nil {
 			return nil, fmt.Errorf("node: evidence line %d: %w", i+1, err)
 		}
-		ev := protocol.Evidence{A: va, B: vb}
-		if err := p2p.VerifyEvidence(c, ev); err != nil {
-			return nil, fmt.Errorf("node: evidence line %d does not verify: %w", i+1, err)
-		}
-		out = append(out, ev)
+		out = append(out, protocol.Evidence{A: va, B: vb})
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -54,6 +53,9 @@ type Config struct {
 	// OnEvidence, if set, receives each new piece of verified evidence of
 	// equivocation the node sees (Dir.Start appends it to evidence.jsonl).
 	OnEvidence func(protocol.Evidence)
+	// Limits bound what one admitted peer can make the node keep or
+	// compute (zero: DefaultLimits).
+	Limits Limits
 }
 
 // Hooks let tests and testnet inject faults around the honest node.
@@ -103,6 +105,7 @@ func (c *Config) Validate() error {
 	if c.MaxInflightPerPeer <= 0 {
 		c.MaxInflightPerPeer = 16
 	}
+	c.Limits.fill()
 	return nil
 }
 
@@ -132,8 +135,12 @@ type Node struct {
 	inflight sync.Map // peer.ID -> chan struct{}
 	verified tokenCache
 
-	evMu   sync.Mutex
-	evSeen map[[32]byte]bool
+	// Per-peer bounds (limits.go, records.go, evidence_limits.go).
+	limits    limitCounters
+	sigBudget sigBudget
+	badSigs   digestSet
+	recordCap int // per shard
+	evidence  evidenceBook
 
 	// laterEra is logged once: a node that is asked about a later era
 	// belongs to a group that was reshared and should be stopped.
@@ -159,13 +166,14 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 		n.shards[i].recs = map[string]Record{}
 	}
 	n.verified.max = 4096
-	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.handleStatus))
-	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.handleAcquire))
-	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.handleCommit))
-	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.handleRenew))
-	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.handleRelease))
-	h.SetStreamHandler(protocol.ProtoAbandon, n.handler(protocol.ProtoAbandon, n.handleAbandon))
-	h.SetStreamHandler(protocol.ProtoEvidence, n.handler(protocol.ProtoEvidence, n.handleEvidence))
+	n.initLimits()
+	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.guard(protocol.ProtoStatus, n.handleStatus)))
+	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.guard(protocol.ProtoAcquire, n.handleAcquire)))
+	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.guard(protocol.ProtoCommit, n.handleCommit)))
+	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.guard(protocol.ProtoRenew, n.handleRenew)))
+	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.guard(protocol.ProtoRelease, n.handleRelease)))
+	h.SetStreamHandler(protocol.ProtoAbandon, n.handler(protocol.ProtoAbandon, n.guard(protocol.ProtoAbandon, n.handleAbandon)))
+	h.SetStreamHandler(protocol.ProtoEvidence, n.handler(protocol.ProtoEvidence, n.handleEvidenceBounded))
 	log.Infow("node started", "index", cfg.Share.Index(), "peer", h.ID(), "cluster", cfg.Cluster.ID)
 	return n, nil
 }
@@ -301,9 +309,9 @@ func (n *Node) load(ctx context.Context, sh *shard, resource string) (Record, er
 		return Record{}, fmt.Errorf("load %q: %w", resource, err)
 	}
 	if !ok {
-		r = Record{Resource: resource}
+		return Record{Resource: resource}, nil // not cached: nothing to keep
 	}
-	sh.recs[resource] = r
+	n.keepRecord(sh, r)
 	return r, nil
 }
 
@@ -326,7 +334,7 @@ func (n *Node) apply(ctx context.Context, resource string, step func(rec Record,
 		if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
 			return Outcome{}, fmt.Errorf("save %q: %w", resource, err)
 		}
-		sh.recs[resource] = o.Next
+		n.keepRecord(sh, o.Next)
 	}
 	return o, nil
 }
@@ -569,36 +577,16 @@ func (n *Node) checkVoteProof(req protocol.AcquireRequest) (uint64, error) {
 	return epochs[n.cfg.Cluster.F], nil
 }
 
-// recordEvidence keeps evidence of equivocation (once per pair) and hands
-// it to Config.OnEvidence.
+// recordEvidence keeps evidence of equivocation (once per pair, at most
+// Limits.EvidencePerMember per member) and hands it to Config.OnEvidence.
 func (n *Node) recordEvidence(ev protocol.Evidence) {
-	key := sha256.Sum256(ev.Marshal())
-	n.evMu.Lock()
-	if n.evSeen == nil {
-		n.evSeen = map[[32]byte]bool{}
-	}
-	dup := n.evSeen[key]
-	n.evSeen[key] = true
-	n.evMu.Unlock()
-	if dup {
+	if !n.keepEvidence(ev) {
 		return
 	}
 	log.Warnw("evidence of equivocation", "node", ev.A.Node, "resource", ev.A.Statement.Resource, "epoch", ev.A.Statement.Epoch)
 	if f := n.cfg.OnEvidence; f != nil {
 		f(ev)
 	}
-}
-
-func (n *Node) handleEvidence(_ context.Context, _ peer.ID, b []byte) ([]byte, error) {
-	ev, err := protocol.UnmarshalEvidence(b)
-	if err != nil {
-		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
-	}
-	if err := p2p.VerifyEvidence(n.cfg.Cluster, ev); err != nil {
-		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
-	}
-	n.recordEvidence(ev)
-	return protocol.Ack{Code: protocol.CodeOK}.Marshal(), nil
 }
 
 // verifyToken checks a token for this cluster and resource: cheap checks
