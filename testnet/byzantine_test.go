@@ -345,12 +345,15 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 			}, 5*time.Second, 5*time.Millisecond, "honest node %d learns epoch %d", i, e)
 		}
 
-		stA := nw.Keys.Cluster.Statement("eq", e, protocol.Holder{ID: cA.ID(), Session: directSession(0)})
+		// Holder A is lA's lock session: the honest nodes' votes at e are
+		// for it, and only they re-send them.
+		sessA := lA.Token().Holder.Session
+		stA := nw.Keys.Cluster.Statement("eq", e, lA.Token().Holder)
 		stB := nw.Keys.Cluster.Statement("eq", e, protocol.Holder{ID: cB.ID(), Session: directSession(1)})
 		require.NotEqual(t, stA.VoteBytes(), stB.VoteBytes())
 		var partsA, partsB []crypto.PartialSig
 		for _, i := range eq {
-			vA := acquireDirect(t, nw, 0, i, "eq", e)
+			vA := acquireDirectAs(t, nw, 0, i, "eq", e, sessA)
 			vB := acquireDirect(t, nw, 1, i, "eq", e)
 			require.Equal(t, protocol.KindVote, vA.Kind)
 			require.Equal(t, protocol.KindVote, vB.Kind, "the equivocator votes for a second holder at epoch %d", e)
@@ -374,7 +377,7 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 			if r := acquireDirect(t, nw, 1, i, "eq", e); r.Kind != protocol.KindRefuse || r.Code != protocol.CodeStale {
 				t.Fatalf("honest node %d answered holder B at epoch %d with %+v", i, e, r)
 			}
-			if r := acquireDirect(t, nw, 0, i, "eq", e); r.Kind == protocol.KindVote {
+			if r := acquireDirectAs(t, nw, 0, i, "eq", e, sessA); r.Kind == protocol.KindVote {
 				partsA = append(partsA, r.Partial)
 			}
 		}

@@ -193,23 +193,6 @@ func TestDKGTooManySilentFails(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestReshareKeepsKeyAndS1 reshares 4 -> 7 while clients contend for one
 // resource on the old group, then 7 -> 4. Every token, before and after,
 // verifies with the original cluster.json; no two holders share an epoch;

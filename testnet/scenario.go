@@ -23,6 +23,20 @@ package testnet
 //     highest certified epoch;
 //   - liveness: every client acquires within a bound.
 //
+// Two kinds come from issue 10, where real deployments broke what the
+// generator never produced. Shared identities (about 60% of seeds): some
+// clients use one client key, as replicas of one service with one
+// credential do. The oracle treats every Acquire call as its own lock
+// object: no two may be handed the same lock session, the same token, or
+// tokens for one (resource, epoch), and fence writes are labelled by lock
+// object, so two of them admitted at one epoch are an S1 violation.
+// Reshares (about 20%, see scenario_era.go): the cluster is reshared with a
+// real DKG while the old group keeps running, up to f old members relay
+// the new era to the honest old nodes (EraRelay), and clients are split
+// between the two cluster files; the oracle checks S1 across both groups
+// and that each group stays inside its era. TestScenarioKinds pins seeds
+// of each kind.
+//
 // L2 with exactly t honest nodes reachable (f crashed, cut off or
 // Byzantine): every round needs all of them, so contenders on one resource
 // used to split their votes round after round. Three client changes end
@@ -39,6 +53,7 @@ import (
 	"fmt"
 	mrand "math/rand"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -115,6 +130,10 @@ type ScenarioConfig struct {
 	NoByzantine bool
 	// NoFaults turns off crashes, cut-offs and delays.
 	NoFaults bool
+	// NoSharedIdentities gives every client a key of its own.
+	NoSharedIdentities bool
+	// NoReshare never reshares the cluster during the run.
+	NoReshare bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
 	Behaviours []NamedBehaviour
@@ -147,13 +166,34 @@ type ScenarioReport struct {
 	StaleAdmitted            int      // such writes admitted (epoch still >= barrier)
 	HolderRefused            int      // writes of a live holder refused as stale (advisory lease overlap)
 	Elapsed                  time.Duration
+
+	// Keys is how many client keys the K clients use; SharedIdentity is
+	// set when some clients share one.
+	Keys           int
+	SharedIdentity bool
+	// Reshare describes the resharing during the run ("" if none).
+	Reshare string
+	// ReshareTook is how long the resharing (DKG) took.
+	ReshareTook time.Duration
+	// EraRelays is how many old Byzantine members relayed the new era.
+	EraRelays int
+	// EraTokens counts the distinct tokens of the new era.
+	EraTokens int
+	// EraSent and EraRefused count the relays' requests to honest old
+	// nodes and the CodeOtherEra refusals among them.
+	EraSent, EraRefused int
 }
 
 // String is a one-line summary of the run.
 func (r ScenarioReport) String() string {
-	return fmt.Sprintf("seed %d: N=%d f=%d K=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d in %v",
-		r.Seed, r.N, r.F, r.Clients, r.Resources, r.MaxEpochStep, r.Byzantine, r.FaultSteps, r.Acquired, r.AcquireErrors,
+	s := fmt.Sprintf("seed %d: N=%d f=%d K=%d keys=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d in %v",
+		r.Seed, r.N, r.F, r.Clients, r.Keys, r.Resources, r.MaxEpochStep, r.Byzantine, r.FaultSteps, r.Acquired, r.AcquireErrors,
 		r.Tokens, r.Writes, r.StaleRefused, r.StaleAdmitted, r.HolderRefused, r.Elapsed.Round(time.Millisecond))
+	if r.Reshare != "" {
+		s += fmt.Sprintf("; reshare %s took %v: era tokens=%d relays=%d sent=%d refused other-era=%d",
+			r.Reshare, r.ReshareTook.Round(time.Millisecond), r.EraTokens, r.EraRelays, r.EraSent, r.EraRefused)
+	}
+	return s
 }
 
 // Scenario timing. Leases and vote timeouts are short so that a scenario
@@ -215,7 +255,47 @@ type scenarioPlan struct {
 	ops           [][]clientOp
 	faults        []faultStep
 	slowDelay     time.Duration
+	// ident[c] is the client key client c uses (0..nids-1). When nids < k
+	// some clients share one key, as replicas of one service with one
+	// credential would: each Acquire is still its own lock session.
+	ident []int
+	nids  int
+	// era, if set, reshares the cluster during the run.
+	era *eraPlan
 }
+
+// eraPlan is a resharing during a run: at `at` the cluster is reshared to
+// n members (old members 1..keep stay with their identities), same group
+// key, epoch_floor = protocol.NextEpochFloor(0). The old group keeps
+// running; relays (old Byzantine members) show it the new era's tokens and
+// votes (EraRelay), and clients move to the new cluster file at their
+// switchAt-th operation (len(ops): never).
+type eraPlan struct {
+	at       time.Duration
+	n, keep  int
+	relays   []int
+	switchAt []int
+	// colluder is the client key (index) the relays send Acquire
+	// requests with; -1 when there are no relays.
+	colluder int
+}
+
+// clientKeys is how many client keys the scenario's key set needs.
+func (p scenarioPlan) clientKeys() int {
+	if p.era != nil && p.era.colluder >= 0 {
+		return p.era.colluder + 1
+	}
+	return p.nids
+}
+
+// sharedIdentities reports whether some clients share one key.
+func (p scenarioPlan) sharedIdentities() bool { return p.nids < p.k }
+
+// Chance, in percent, that a seed draws each new kind (issue 10).
+const (
+	scenarioSharedPercent  = 60 // clients sharing a client key
+	scenarioResharePercent = 20 // a resharing with the old group left running
+)
 
 func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPlan {
 	rng := mrand.New(mrand.NewSource(seed))
@@ -331,6 +411,53 @@ func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPla
 			p.faults = append(p.faults, faultStep{at: at, kind: kind, node: i, delay: d})
 		}
 	}
+
+	// Drawn after everything above, so that the plans of the kinds that
+	// existed before stay the same for a seed. Relays are drawn among the
+	// Byzantine nodes: with NoByzantine a resharing has none.
+	shared := rng.Intn(100) < scenarioSharedPercent
+	nids := 1 + rng.Intn(max(1, p.k-1)) // fewer keys than clients: some share
+	ident := make([]int, p.k)
+	for c := range ident {
+		ident[c] = rng.Intn(nids)
+	}
+	p.nids, p.ident = p.k, make([]int, p.k)
+	for c := range p.ident {
+		p.ident[c] = c
+	}
+	if shared && p.k >= 2 && !cfg.NoSharedIdentities {
+		p.nids, p.ident = nids, ident
+	}
+	reshare := rng.Intn(100) < scenarioResharePercent
+	e := &eraPlan{at: time.Duration(50+rng.Intn(250)) * time.Millisecond, n: []int{4, 4, 7}[rng.Intn(3)], colluder: -1}
+	e.keep = 1 + rng.Intn(min(p.n, e.n))
+	byz := sortedKeys(p.byz)
+	rng.Shuffle(len(byz), func(i, j int) { byz[i], byz[j] = byz[j], byz[i] })
+	if len(byz) > 0 {
+		e.relays = append(e.relays, byz[:1+rng.Intn(len(byz))]...)
+		sort.Ints(e.relays)
+		e.colluder = p.nids
+	}
+	e.switchAt = make([]int, p.k)
+	switched := 0
+	for c := range e.switchAt {
+		e.switchAt[c] = len(p.ops[c])
+		if rng.Intn(2) == 0 {
+			e.switchAt[c] = 1 + rng.Intn(len(p.ops[c]))
+		}
+		if e.switchAt[c] < len(p.ops[c]) {
+			switched++
+		}
+	}
+	switch {
+	case switched == 0: // someone moves to the new cluster file
+		e.switchAt[p.k-1] = 1
+	case switched == p.k && p.k > 1: // and someone stays on the old one
+		e.switchAt[0] = len(p.ops[0])
+	}
+	if reshare && !cfg.NoReshare {
+		p.era = e
+	}
 	return p
 }
 
@@ -366,12 +493,25 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		logf = func(string, ...any) {}
 	}
 	p := newScenarioPlan(seed, cfg, len(table))
-	rep = ScenarioReport{Seed: seed, N: p.n, F: p.f, Clients: p.k, Resources: p.r, MaxEpochStep: p.step, Acquired: make([]int, p.k)}
+	rep = ScenarioReport{Seed: seed, N: p.n, F: p.f, Clients: p.k, Resources: p.r, MaxEpochStep: p.step, Acquired: make([]int, p.k),
+		Keys: p.nids, SharedIdentity: p.sharedIdentities()}
+	relays := map[int]bool{}
+	if p.era != nil {
+		for _, i := range p.era.relays {
+			relays[i] = true
+		}
+		rep.Reshare = fmt.Sprintf("%d->%d keep %d at %v, switch at %v", p.n, p.era.n, p.era.keep, p.era.at, p.era.switchAt)
+		rep.EraRelays = len(p.era.relays)
+	}
 	for _, i := range sortedKeys(p.byz) {
-		rep.Byzantine = append(rep.Byzantine, fmt.Sprintf("node %d: %s", i, table[p.byz[i]].Name))
+		name := table[p.byz[i]].Name
+		if relays[i] {
+			name = "era-relay"
+		}
+		rep.Byzantine = append(rep.Byzantine, fmt.Sprintf("node %d: %s", i, name))
 	}
 	defer func() { rep.Elapsed = time.Since(start) }()
-	logf("scenario seed %d: N=%d f=%d t=%d K=%d R=%d step=%d byzantine=%v faults=%d", seed, p.n, p.f, p.t, p.k, p.r, p.step, rep.Byzantine, len(p.faults))
+	logf("scenario seed %d: N=%d f=%d t=%d K=%d R=%d step=%d byzantine=%v faults=%d keys=%d %v reshare=%q", seed, p.n, p.f, p.t, p.k, p.r, p.step, rep.Byzantine, len(p.faults), p.nids, p.ident, rep.Reshare)
 	for _, s := range p.faults {
 		logf("  fault at %v: %s node %d (delay %v)", s.at, faultNames[s.kind], s.node, s.delay)
 	}
@@ -387,21 +527,31 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		defer os.RemoveAll(dir)
 	}
 	nw, err := Start(dir, Options{
-		Keygen: KeygenOptions{N: p.n, Clients: p.k, Rand: mrand.New(mrand.NewSource(seed))},
+		Keygen: KeygenOptions{N: p.n, Clients: p.clientKeys(), Rand: mrand.New(mrand.NewSource(seed))},
 		Rules:  p.rules(),
 	})
 	if err != nil {
 		return rep, fmt.Errorf("testnet: scenario seed %d: start: %w", seed, err)
 	}
 	defer func() { err = errors.Join(err, nw.Close()) }()
-	for i, b := range p.byz {
-		nw.SetBehaviour(i, table[b].New())
-	}
 
 	o := newOracle(p, nw.Keys.Cluster)
 	o.logf = logf
 	o.tm = tm
-	ver := verifier.New(nw.Keys.Cluster)
+	var era *eraRun
+	if p.era != nil {
+		era = newEraRun(p, nw, filepath.Join(dir, "reshared"), seed, scale)
+		defer func() { err = errors.Join(err, era.close()) }()
+		o.era, o.newFloor = era, era.floor()
+	}
+	for i, b := range p.byz {
+		if era != nil && era.relays[i] != nil {
+			nw.SetBehaviour(i, era.relays[i])
+			continue
+		}
+		nw.SetBehaviour(i, table[b].New())
+	}
+	ver := verifier.New(nw.Keys.Cluster) // the original cluster file, whatever the era
 	fences := make([]*verifier.Fence, p.r)
 	for r := range fences {
 		var inner verifier.BarrierStore = verifier.NewMemoryStore()
@@ -412,15 +562,18 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		defer st.Close()
 		fences[r] = verifier.NewFence(ver, st)
 	}
-	clients := make([]*client.Client, p.k)
-	for i := range clients {
-		c, cerr := nw.NewClient(i, client.Config{
+	ccfg := func(i int) client.Config {
+		return client.Config{
 			RequestTimeout: tm.request,
 			DefaultTTL:     scenarioDefaultTTL,
 			MinBackoff:     2 * time.Millisecond,
 			MaxBackoff:     100 * time.Millisecond,
 			Seed:           uint64(seed)*1000 + uint64(i) + 1,
-		})
+		}
+	}
+	clients := make([]*client.Client, p.k)
+	for i := range clients {
+		c, cerr := nw.NewClient(p.ident[i], ccfg(i))
 		if cerr != nil {
 			return rep, fmt.Errorf("testnet: scenario seed %d: client %d: %w", seed, i, cerr)
 		}
@@ -429,7 +582,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		o.ids[i] = c.ID()
 	}
 
-	// Workload and nemesis.
+	// Workload, nemesis and resharing.
 	wstart := time.Now()
 	o.start = wstart
 	done := make(chan struct{})
@@ -440,11 +593,22 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		defer nwg.Done()
 		rep.FaultSteps = runNemesis(ctx, nw, p.faults, wstart, done, logf)
 	}()
+	if era != nil {
+		nwg.Add(1)
+		go func() {
+			defer nwg.Done()
+			era.run(ctx, wstart, done, tm, logf)
+		}()
+	}
 	for i := range clients {
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
-			runScenarioClient(ctx, i, clients[i], p.ops[i], fences, o, &opsDone)
+			sc := &scenarioClient{i: i, c: clients[i], ops: p.ops[i], fences: fences, o: o, switchAt: len(p.ops[i])}
+			if era != nil {
+				sc.era, sc.switchAt, sc.cfg = era, p.era.switchAt[i], ccfg(i)
+			}
+			sc.run(ctx, &opsDone)
 		}()
 	}
 	cwg.Wait()
@@ -459,13 +623,25 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		ctx, cancel = context.WithTimeout(parent, 10*time.Second) // still read the nodes
 		defer cancel()
 	}
+	if era != nil && era.err != nil {
+		return rep, fmt.Errorf("testnet: scenario seed %d: %w", seed, era.err)
+	}
 	if err := heal(nw); err != nil {
 		return rep, fmt.Errorf("testnet: scenario seed %d: heal: %w", seed, err)
 	}
+	if era != nil {
+		era.relayFinal(ctx, tm) // every relay sends at least one round, to every honest old node
+	}
 
 	// The oracle's end-of-run checks read the honest nodes' logs and
-	// records.
-	if err := o.checkNodes(ctx, nw); err != nil {
+	// records, of both groups when the cluster was reshared.
+	groups := []nodeGroup{{name: "old", nw: nw, byz: p.byz, t: p.t}}
+	if era != nil && era.nw != nil {
+		groups[0].name = "old-group"
+		groups = append(groups, nodeGroup{name: "new-group", nw: era.nw, floor: era.floor(), t: era.nw.Keys.Cluster.File.T})
+		era.report(o, &rep)
+	}
+	if err := o.checkNodes(ctx, groups); err != nil {
 		return rep, fmt.Errorf("testnet: scenario seed %d: read nodes: %w", seed, err)
 	}
 	o.checkLiveness()
@@ -475,6 +651,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	copy(rep.Acquired, o.acquired)
 	rep.AcquireErrors = o.acquireErrors
 	rep.Tokens = len(o.tokens)
+	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
 	if len(o.violations) > 0 {
 		return rep, &ScenarioError{Seed: seed, Violations: append([]string(nil), o.violations...)}
@@ -543,19 +720,59 @@ func heal(nw *Network) error {
 	return errors.Join(errs...)
 }
 
-// runScenarioClient runs one client's planned operations: acquire, write
-// through the fence, release. A kept token of an ended lock is written
-// with later, as a paused ex-holder would: after the client's next
-// operation, or once every client has finished (opsDone).
-func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clientOp, fences []*verifier.Fence, o *oracle, opsDone *sync.WaitGroup) {
+// scenarioClient is one scenario client: its planned operations, on the
+// old cluster file until its switchAt-th operation and on the reshared
+// one from there (era).
+type scenarioClient struct {
+	i        int
+	c        *client.Client
+	ops      []clientOp
+	fences   []*verifier.Fence
+	o        *oracle
+	era      *eraRun
+	switchAt int
+	cfg      client.Config // for the client on the new cluster file
+	locks    int           // Acquire calls that returned a lock
+	group    int           // 0: old cluster file, 1: the reshared one
+}
+
+// lockLabel names the next lock object of the client.
+func (sc *scenarioClient) lockLabel() string {
+	sc.locks++
+	return fmt.Sprintf("client%d#%d", sc.i, sc.locks)
+}
+
+// client is the client to use for operation j.
+func (sc *scenarioClient) client(ctx context.Context, j int) *client.Client {
+	if sc.era == nil || j < sc.switchAt || sc.group == 1 {
+		return sc.c
+	}
+	c, err := sc.era.client(ctx, sc.i, sc.o.p.ident[sc.i], sc.cfg)
+	if err != nil {
+		sc.o.logf("client%d: stays on the old cluster file: %v", sc.i, err)
+		sc.era = nil
+		return sc.c
+	}
+	sc.o.logf("client%d: uses the reshared cluster file from op %d (%v)", sc.i, j, time.Since(sc.o.start).Round(time.Millisecond))
+	sc.c, sc.group = c, 1
+	return c
+}
+
+// run runs the client's planned operations: acquire, write through the
+// fence, release. A kept token of an ended lock is written with later, as
+// a paused ex-holder would: after the client's next operation, or once
+// every client has finished (opsDone).
+func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
+	i, o, fences := sc.i, sc.o, sc.fences
 	type kept struct {
-		tok protocol.Token
-		res int
+		tok   protocol.Token
+		res   int
+		label string
 	}
 	var soon, late []kept
 	writeStale := func(ks []kept) {
 		for _, k := range ks {
-			err := fences[k.res].Admit(ctx, k.tok, k.tok.Resource, putHolder(c.ID()))
+			err := fences[k.res].Admit(ctx, k.tok, k.tok.Resource, putHolder(k.label))
 			o.staleWrite(i, k.tok, err)
 		}
 	}
@@ -565,10 +782,17 @@ func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clien
 			opsDone.Done()
 		}
 	}()
-	for _, op := range ops {
+	for j, op := range sc.ops {
 		if sleepCtx(ctx, op.pause) != nil {
 			return
 		}
+		if sc.era != nil && sc.switchAt == len(sc.ops) && j == len(sc.ops)-1 {
+			// A client that stays on the old cluster file acquires once
+			// more after the new group issued a token, while the relays
+			// show it to the old group.
+			sc.era.awaitToken(ctx, 2*o.tm.wait)
+		}
+		c := sc.client(ctx, j)
 		res := resourceName(op.resource)
 		actx, cancel := context.WithTimeout(ctx, o.tm.wait)
 		l, err := c.Acquire(actx, res, client.WithWait(o.tm.wait), client.WithTTL(op.ttl))
@@ -578,10 +802,11 @@ func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clien
 			continue
 		}
 		tok := l.Token()
-		o.acquired1(i, tok)
+		label := sc.lockLabel()
+		o.acquired1(i, label, sc.group, tok)
 		for w := 0; w < op.writes; w++ {
 			lostBefore := isClosed(l.Lost())
-			err := fences[op.resource].Admit(ctx, tok, res, putHolder(c.ID()))
+			err := fences[op.resource].Admit(ctx, tok, res, putHolder(label))
 			o.holderWrite(i, tok, lostBefore, err)
 			if sleepCtx(ctx, op.hold/time.Duration(op.writes)) != nil {
 				break
@@ -594,9 +819,9 @@ func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clien
 		soon = nil
 		switch {
 		case op.keepStale && op.staleLate:
-			late = append(late, kept{tok: tok, res: op.resource})
+			late = append(late, kept{tok: tok, res: op.resource, label: label})
 		case op.keepStale:
-			soon = append(soon, kept{tok: tok, res: op.resource})
+			soon = append(soon, kept{tok: tok, res: op.resource, label: label})
 		}
 	}
 	// A client that never got the lock keeps trying until the liveness
@@ -606,15 +831,15 @@ func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clien
 		if left <= 0 {
 			break
 		}
-		res := resourceName(ops[0].resource)
+		res := resourceName(sc.ops[0].resource)
 		actx, cancel := context.WithTimeout(ctx, left)
-		l, err := c.Acquire(actx, res, client.WithWait(left))
+		l, err := sc.c.Acquire(actx, res, client.WithWait(left))
 		cancel()
 		if err != nil {
 			o.acquireFailed(i, res, err)
 			continue
 		}
-		o.acquired1(i, l.Token())
+		o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
 		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
 		_ = l.Release(rctx)
 		rcancel()
@@ -625,9 +850,10 @@ func runScenarioClient(ctx context.Context, i int, c *client.Client, ops []clien
 	writeStale(append(soon, late...))
 }
 
-// putHolder is the guarded write: "k" = the writer's holder ID.
-func putHolder(id string) func(verifier.Tx) error {
-	return func(tx verifier.Tx) error { return tx.Put("k", []byte(id)) }
+// putHolder is the guarded write: "k" = the writer's lock object (one
+// Acquire call; clients sharing a key are told apart).
+func putHolder(lock string) func(verifier.Tx) error {
+	return func(tx verifier.Tx) error { return tx.Put("k", []byte(lock)) }
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -737,10 +963,19 @@ type oracle struct {
 	tm      scenarioTiming
 	start   time.Time
 
+	// era is the resharing of the run, if any; newFloor is the new
+	// group's epoch floor (0: no resharing).
+	era      *eraRun
+	newFloor uint64
+
 	mu            sync.Mutex
-	ids           []string
+	ids           []string                    // client i's identity (its key's peer ID)
 	holders       map[resEpoch]string         // S1: (resource, epoch) -> holder
 	tokens        map[[32]byte]protocol.Token // distinct tokens seen
+	lockAt        map[resEpoch]string         // (resource, epoch) -> the lock object handed a token for it
+	tokenLock     map[[32]byte]string         // token -> the lock object handed it
+	sessionLock   map[string]string           // holder (identity/session) -> the lock object of that session
+	eraTokens     int                         // distinct tokens at or above newFloor
 	barrier       map[string]uint64           // S4 model: highest admitted epoch
 	lastWriter    map[string]string           // holder that wrote "k" last
 	acquired      []int
@@ -756,6 +991,7 @@ type oracle struct {
 func newOracle(p scenarioPlan, c *protocol.Cluster) *oracle {
 	return &oracle{p: p, cluster: c, ids: make([]string, p.k),
 		holders: map[resEpoch]string{}, tokens: map[[32]byte]protocol.Token{},
+		lockAt: map[resEpoch]string{}, tokenLock: map[[32]byte]string{}, sessionLock: map[string]string{},
 		barrier: map[string]uint64{}, lastWriter: map[string]string{},
 		acquired: make([]int, p.k), firstAcquired: make([]time.Duration, p.k)}
 }
@@ -776,13 +1012,22 @@ func (o *oracle) violateLocked(format string, args ...any) {
 	}
 }
 
+// short names a holder for a violation: the lock object (client and
+// Acquire call) it was handed to if known, else the key and the start of
+// the session. Lock labels pass through.
 func (o *oracle) short(holder string) string {
+	if l, ok := o.sessionLock[holder]; ok {
+		return l
+	}
 	id, session, ok := strings.Cut(holder, "/")
 	if ok && len(session) > 8 {
 		return o.short(id) + "/" + session[:8]
 	}
 	for i, c := range o.ids {
 		if c == id {
+			if i < len(o.p.ident) {
+				return fmt.Sprintf("key%d", o.p.ident[i])
+			}
 			return fmt.Sprintf("client%d", i)
 		}
 	}
@@ -799,6 +1044,9 @@ func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 		return
 	}
 	o.tokens[d] = tok
+	if o.newFloor > 0 && tok.Epoch >= o.newFloor {
+		o.eraTokens++
+	}
 	if tok.Cluster != o.cluster.ID {
 		o.violateLocked("S2: %s has a token of another cluster for %q epoch %d", source, tok.Resource, tok.Epoch)
 	}
@@ -813,11 +1061,48 @@ func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 	}
 }
 
-func (o *oracle) acquired1(i int, tok protocol.Token) {
+// acquired1 checks the token one Acquire call (the lock object named
+// lock, of client i, on the cluster file of group: 0 the original, 1 the
+// reshared one) was handed. Each Acquire call is its own lock, whether or
+// not clients share a key: no two may get the same holder session, the
+// same token, or tokens for one (resource, epoch) (S1).
+func (o *oracle) acquired1(i int, lock string, group int, tok protocol.Token) {
+	if group == 1 && o.era != nil {
+		o.era.feed.AddToken(tok) // tokens are public: the relays show it to the old group
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if tok.Holder.ID != o.ids[i] {
 		o.violateLocked("S6: client%d got a token naming holder %s", i, o.short(tok.Holder.String()))
+	}
+	if tok.Holder.Session.IsZero() {
+		o.violateLocked("S1: %s got a token for %q epoch %d without a lock session", lock, tok.Resource, tok.Epoch)
+	}
+	hs := tok.Holder.String()
+	if l, ok := o.sessionLock[hs]; ok && l != lock {
+		o.violateLocked("S1: %s and %s were handed the same lock session (%q epoch %d)", l, lock, tok.Resource, tok.Epoch)
+	} else if !ok {
+		o.sessionLock[hs] = lock
+	}
+	if l, ok := o.tokenLock[tok.Digest()]; ok && l != lock {
+		o.violateLocked("S1: %s and %s were handed the same token (%q epoch %d)", l, lock, tok.Resource, tok.Epoch)
+	} else if !ok {
+		o.tokenLock[tok.Digest()] = lock
+	}
+	k := resEpoch{tok.Resource, tok.Epoch}
+	if l, ok := o.lockAt[k]; ok && l != lock {
+		o.violateLocked("S1: %s and %s were both handed tokens for %q epoch %d", l, lock, tok.Resource, tok.Epoch)
+	} else if !ok {
+		o.lockAt[k] = lock
+	}
+	if o.newFloor > 0 {
+		era := protocol.Era{Floor: o.newFloor}
+		switch {
+		case group == 0 && tok.Epoch >= o.newFloor:
+			o.violateLocked("era: %s on the old cluster file got %q epoch %d, at or above the new group's floor %d", lock, tok.Resource, tok.Epoch, o.newFloor)
+		case group == 1 && (tok.Epoch <= o.newFloor || era.Beyond(tok.Epoch)):
+			o.violateLocked("era: %s on the reshared cluster file got %q epoch %d, outside the new era above %d", lock, tok.Resource, tok.Epoch, o.newFloor)
+		}
 	}
 	if o.acquired[i] == 0 {
 		o.firstAcquired[i] = time.Since(o.start)
@@ -919,82 +1204,116 @@ func (o *oracle) staleWrite(i int, tok protocol.Token, err error) {
 	}
 }
 
-// checkNodes reads every honest node's audit log and records and checks
-// S1 and S2 against them, S3 (one holder per honest vote and epoch, votes
-// strictly rising) and S5.
-func (o *oracle) checkNodes(ctx context.Context, nw *Network) error {
+// nodeGroup is one group of nodes the oracle reads at the end: the
+// original cluster, or the group a resharing made (epoch floor floor).
+type nodeGroup struct {
+	name  string
+	nw    *Network
+	byz   map[int]int
+	floor uint64
+	t     int
+}
+
+// checkNodes reads every honest node's audit log and records, in every
+// group, and checks S1 and S2 against them, S3 (one holder per honest vote
+// and epoch, votes strictly rising), S5, and that each node stayed inside
+// its era: above its floor, below the next era's (protocol.Era).
+func (o *oracle) checkNodes(ctx context.Context, groups []nodeGroup) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	honestVotes := map[voteKey]map[int]bool{}
+	honestVotes := make([]map[voteKey]map[int]bool, len(groups))
 	type nodeRecs struct {
+		g    string
 		i    int
 		recs []node.Record
 		last map[string]uint64
 	}
 	var recs []nodeRecs
-	for _, m := range nw.Members {
-		if _, byz := o.p.byz[m.Index]; byz {
-			continue
-		}
-		r := nw.Node(m.Index)
-		if r == nil {
-			return fmt.Errorf("node %d is not running", m.Index)
-		}
-		// Records first, then the audit log: epochs only rise, so the log
-		// read afterwards accounts for everything in the records even if
-		// a late request lands in between.
-		nr := nodeRecs{i: m.Index}
-		for res := 0; res < o.p.r; res++ {
-			rec, err := r.Record(ctx, resourceName(res))
+	for gi, g := range groups {
+		honestVotes[gi] = map[voteKey]map[int]bool{}
+		era := protocol.Era{Floor: g.floor}
+		ceiling, _ := era.Ceiling()
+		for _, m := range g.nw.Members {
+			if _, byz := g.byz[m.Index]; byz || m.Dir == nil {
+				continue
+			}
+			r := g.nw.Node(m.Index)
+			if r == nil {
+				return fmt.Errorf("%s node %d is not running", g.name, m.Index)
+			}
+			// Records first, then the audit log: epochs only rise, so the log
+			// read afterwards accounts for everything in the records even if
+			// a late request lands in between.
+			nr := nodeRecs{g: g.name, i: m.Index}
+			for res := 0; res < o.p.r; res++ {
+				rec, err := r.Record(ctx, resourceName(res))
+				if err != nil {
+					return fmt.Errorf("%s node %d: record: %w", g.name, m.Index, err)
+				}
+				if rec.Certified != nil {
+					o.tokenLocked(fmt.Sprintf("honest %s node %d", g.name, m.Index), *rec.Certified)
+					if era.Beyond(rec.Certified.Epoch) {
+						o.violateLocked("era: honest %s node %d holds a token for %q epoch %d, at or above its era's ceiling %d", g.name, m.Index, rec.Resource, rec.Certified.Epoch, ceiling)
+					}
+				}
+				if era.Beyond(rec.LastEpoch) || era.Beyond(rec.Seen) {
+					o.violateLocked("era: honest %s node %d's %q is at last epoch %d (seen %d), at or above its era's ceiling %d", g.name, m.Index, rec.Resource, rec.LastEpoch, rec.Seen, ceiling)
+				}
+				nr.recs = append(nr.recs, rec)
+			}
+			entries, err := readAudit(ctx, r)
 			if err != nil {
-				return fmt.Errorf("node %d: record: %w", m.Index, err)
+				return fmt.Errorf("%s node %d: audit: %w", g.name, m.Index, err)
 			}
-			if rec.Certified != nil {
-				o.tokenLocked(fmt.Sprintf("honest node %d", m.Index), *rec.Certified)
+			votedAt := map[resEpoch]string{}
+			last := map[string]uint64{}  // voted or caught up from a token: never vote at or below
+			known := map[string]uint64{} // last, or shown by f+1 signed votes: vote at most step above
+			for _, e := range entries {
+				if era.Beyond(e.Epoch) {
+					o.violateLocked("era: honest %s node %d logged %s at %q epoch %d, at or above its era's ceiling %d (audit seq %d)", g.name, m.Index, e.Kind, e.Resource, e.Epoch, ceiling, e.Seq)
+				}
+				if _, ok := last[e.Resource]; !ok {
+					last[e.Resource], known[e.Resource] = g.floor, g.floor
+				}
+				switch e.Kind {
+				case node.AuditVote:
+					k := resEpoch{e.Resource, e.Epoch}
+					if h, ok := votedAt[k]; ok && h != e.Holder {
+						o.violateLocked("S3: honest %s node %d voted for %s and %s at %q epoch %d", g.name, m.Index, o.short(h), o.short(e.Holder), e.Resource, e.Epoch)
+					}
+					votedAt[k] = e.Holder
+					if e.Epoch <= last[e.Resource] {
+						o.violateLocked("S3: honest %s node %d voted at %q epoch %d, not above its last epoch %d (floor %d, audit seq %d)", g.name, m.Index, e.Resource, e.Epoch, last[e.Resource], g.floor, e.Seq)
+					}
+					if e.Epoch > known[e.Resource]+o.p.step {
+						o.violateLocked("S5: honest %s node %d voted at %q epoch %d, more than %d above its known epoch %d (audit seq %d)", g.name, m.Index, e.Resource, e.Epoch, o.p.step, known[e.Resource], e.Seq)
+					}
+					vk := voteKey{e.Resource, e.Epoch, e.Holder}
+					if honestVotes[gi][vk] == nil {
+						honestVotes[gi][vk] = map[int]bool{}
+					}
+					honestVotes[gi][vk][m.Index] = true
+				case node.AuditCommit:
+					k := resEpoch{e.Resource, e.Epoch}
+					if h, ok := o.holders[k]; ok && h != e.Holder {
+						o.violateLocked("S1: honest %s node %d committed %q epoch %d for %s, a token names %s", g.name, m.Index, e.Resource, e.Epoch, o.short(e.Holder), o.short(h))
+					}
+				}
+				if e.Kind == node.AuditVote || e.Kind == node.AuditCatchUp {
+					last[e.Resource] = max(last[e.Resource], e.Epoch)
+				}
+				if e.Kind == node.AuditVote || e.Kind == node.AuditCatchUp || e.Kind == node.AuditSeen {
+					known[e.Resource] = max(known[e.Resource], e.Epoch)
+				}
 			}
-			nr.recs = append(nr.recs, rec)
+			for res := 0; res < o.p.r; res++ {
+				if _, ok := last[resourceName(res)]; !ok {
+					last[resourceName(res)] = g.floor
+				}
+			}
+			nr.last = last
+			recs = append(recs, nr)
 		}
-		entries, err := readAudit(ctx, r)
-		if err != nil {
-			return fmt.Errorf("node %d: audit: %w", m.Index, err)
-		}
-		votedAt := map[resEpoch]string{}
-		last := map[string]uint64{}  // voted or caught up from a token: never vote at or below
-		known := map[string]uint64{} // last, or shown by f+1 signed votes: vote at most step above
-		for _, e := range entries {
-			switch e.Kind {
-			case node.AuditVote:
-				k := resEpoch{e.Resource, e.Epoch}
-				if h, ok := votedAt[k]; ok && h != e.Holder {
-					o.violateLocked("S3: honest node %d voted for %s and %s at %q epoch %d", m.Index, o.short(h), o.short(e.Holder), e.Resource, e.Epoch)
-				}
-				votedAt[k] = e.Holder
-				if e.Epoch <= last[e.Resource] {
-					o.violateLocked("S3: honest node %d voted at %q epoch %d, not above its last epoch %d (audit seq %d)", m.Index, e.Resource, e.Epoch, last[e.Resource], e.Seq)
-				}
-				if e.Epoch > known[e.Resource]+o.p.step {
-					o.violateLocked("S5: honest node %d voted at %q epoch %d, more than %d above its known epoch %d (audit seq %d)", m.Index, e.Resource, e.Epoch, o.p.step, known[e.Resource], e.Seq)
-				}
-				vk := voteKey{e.Resource, e.Epoch, e.Holder}
-				if honestVotes[vk] == nil {
-					honestVotes[vk] = map[int]bool{}
-				}
-				honestVotes[vk][m.Index] = true
-			case node.AuditCommit:
-				k := resEpoch{e.Resource, e.Epoch}
-				if h, ok := o.holders[k]; ok && h != e.Holder {
-					o.violateLocked("S1: honest node %d committed %q epoch %d for %s, a token names %s", m.Index, e.Resource, e.Epoch, o.short(e.Holder), o.short(h))
-				}
-			}
-			if e.Kind == node.AuditVote || e.Kind == node.AuditCatchUp {
-				last[e.Resource] = max(last[e.Resource], e.Epoch)
-			}
-			if e.Kind == node.AuditVote || e.Kind == node.AuditCatchUp || e.Kind == node.AuditSeen {
-				known[e.Resource] = max(known[e.Resource], e.Epoch)
-			}
-		}
-		nr.last = last
-		recs = append(recs, nr)
 	}
 	// S5 is checked per vote above, as DESIGN defines it (at most
 	// MaxEpochStep above what the node had voted, seen certified or been
@@ -1003,17 +1322,27 @@ func (o *oracle) checkNodes(ctx context.Context, nw *Network) error {
 	for _, nr := range recs {
 		for _, rec := range nr.recs {
 			if rec.LastEpoch > nr.last[rec.Resource] {
-				o.violateLocked("S5: honest node %d's last epoch for %q is %d, but its audit log only accounts for %d", nr.i, rec.Resource, rec.LastEpoch, nr.last[rec.Resource])
+				o.violateLocked("S5: honest %s node %d's last epoch for %q is %d, but its audit log only accounts for %d", nr.g, nr.i, rec.Resource, rec.LastEpoch, nr.last[rec.Resource])
 			}
 		}
 	}
 	// S2 against collusion: every token carries the partials of at least
-	// t-b honest nodes (b Byzantine), each of which logged its vote.
-	need := o.p.t - len(o.p.byz)
+	// t-b honest nodes (b Byzantine) of the group of its era, each of
+	// which logged its vote.
 	for _, tok := range o.tokens {
-		got := len(honestVotes[voteKey{tok.Resource, tok.Epoch, tok.Holder.String()}])
+		gi := 0
+		if o.newFloor > 0 && tok.Epoch >= o.newFloor {
+			gi = 1
+		}
+		if gi >= len(groups) {
+			o.violateLocked("era: a token for %q epoch %d holder %s lies in an era no group of this run has", tok.Resource, tok.Epoch, o.short(tok.Holder.String()))
+			continue
+		}
+		g := groups[gi]
+		need := g.t - len(g.byz)
+		got := len(honestVotes[gi][voteKey{tok.Resource, tok.Epoch, tok.Holder.String()}])
 		if got < need {
-			o.violateLocked("S2: token for %q epoch %d holder %s has votes of %d honest nodes, a token needs at least %d (t=%d, %d Byzantine)", tok.Resource, tok.Epoch, o.short(tok.Holder.String()), got, need, o.p.t, len(o.p.byz))
+			o.violateLocked("S2: token for %q epoch %d holder %s has votes of %d honest %s nodes, a token needs at least %d (t=%d, %d Byzantine)", tok.Resource, tok.Epoch, o.short(tok.Holder.String()), got, g.name, need, g.t, len(g.byz))
 		}
 	}
 	return nil

@@ -102,6 +102,8 @@ func TestScenarios(t *testing.T) {
 		sum                               ScenarioReport
 		ran, violations, safety, failures int
 		retried                           int
+		shared, reshared, relayed         int
+		reshareTook                       []time.Duration
 		elapsed                           []time.Duration
 		violating                         []int64
 	)
@@ -138,6 +140,19 @@ func TestScenarios(t *testing.T) {
 				sum.StaleAdmitted += rep.StaleAdmitted
 				sum.HolderRefused += rep.HolderRefused
 				sum.AcquireErrors += rep.AcquireErrors
+				sum.EraTokens += rep.EraTokens
+				sum.EraSent += rep.EraSent
+				sum.EraRefused += rep.EraRefused
+				if rep.SharedIdentity {
+					shared++
+				}
+				if rep.Reshare != "" {
+					reshared++
+					reshareTook = append(reshareTook, rep.ReshareTook)
+				}
+				if rep.EraRelays > 0 {
+					relayed++
+				}
 				var se *ScenarioError
 				switch {
 				case errors.As(err, &se):
@@ -162,9 +177,16 @@ func TestScenarios(t *testing.T) {
 		median, slowest = elapsed[len(elapsed)/2], elapsed[len(elapsed)-1]
 	}
 	sort.Slice(violating, func(i, j int) bool { return violating[i] < violating[j] })
-	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, liveness retries %d, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d)",
+	sort.Slice(reshareTook, func(i, j int) bool { return reshareTook[i] < reshareTook[j] })
+	var reshareMedian time.Duration
+	if len(reshareTook) > 0 {
+		reshareMedian = reshareTook[len(reshareTook)/2]
+	}
+	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, liveness retries %d, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d); "+
+		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d)",
 		ran, violations, safety, violating, retried, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
-		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par)
+		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par,
+		shared, reshared, reshareMedian.Round(time.Millisecond), relayed, sum.EraTokens, sum.EraSent, sum.EraRefused)
 	if fromEnv {
 		fmt.Println(line) // the summary line, without the file:line prefix
 	} else {
@@ -176,7 +198,14 @@ func TestScenarios(t *testing.T) {
 // dealt key set: a valid token made outside any node.
 func dealtToken(t *testing.T, keys *Keys, resource string, epoch uint64, holder string) protocol.Token {
 	t.Helper()
-	stmt := keys.Cluster.Statement(resource, epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
+	return sessionToken(t, keys, resource, epoch, holder, 1)
+}
+
+// sessionToken is dealtToken for the lock session number session of
+// holder's identity.
+func sessionToken(t *testing.T, keys *Keys, resource string, epoch uint64, holder string, session byte) protocol.Token {
+	t.Helper()
+	stmt := keys.Cluster.Statement(resource, epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{session}})
 	var ps []crypto.PartialSig
 	for _, d := range keys.NodeDirs[:keys.Cluster.Key.Threshold()] {
 		nd, err := node.LoadDir(d)
@@ -214,18 +243,59 @@ func TestOracleCatchesViolations(t *testing.T) {
 
 	// Two valid tokens for one (resource, epoch) and different holders.
 	o := fresh()
-	o.acquired1(0, dealtToken(t, keys, "res-0", 5, "holder-a"))
-	o.acquired1(1, dealtToken(t, keys, "res-0", 6, "holder-b"))
+	o.acquired1(0, "client0#1", 0, dealtToken(t, keys, "res-0", 5, "holder-a"))
+	o.acquired1(1, "client1#1", 0, dealtToken(t, keys, "res-0", 6, "holder-b"))
 	require.Empty(t, o.violations)
-	o.acquired1(1, dealtToken(t, keys, "res-0", 5, "holder-b"))
+	o.acquired1(1, "client1#2", 0, dealtToken(t, keys, "res-0", 5, "holder-b"))
 	require.True(t, has(o, "S1:"), "%v", o.violations)
 	require.False(t, has(o, "S2:"), "%v", o.violations)
+
+	// Two clients sharing one key (one identity): two Acquire calls
+	// handed the same token (one session), or tokens of two sessions for
+	// one (resource, epoch), are two locks at once.
+	o = fresh()
+	o.ids = []string{"holder-a", "holder-a"}
+	same := sessionToken(t, keys, "res-0", 5, "holder-a", 1)
+	o.acquired1(0, "client0#1", 0, same)
+	o.acquired1(1, "client1#1", 0, same)
+	require.True(t, has(o, "S1:"), "same token to two locks: %v", o.violations)
+	o = fresh()
+	o.ids = []string{"holder-a", "holder-a"}
+	o.acquired1(0, "client0#1", 0, sessionToken(t, keys, "res-0", 5, "holder-a", 1))
+	o.acquired1(1, "client1#1", 0, sessionToken(t, keys, "res-0", 6, "holder-a", 2))
+	require.Empty(t, o.violations)
+	o.acquired1(1, "client1#2", 0, sessionToken(t, keys, "res-0", 5, "holder-a", 3))
+	require.True(t, has(o, "S1:"), "two sessions of one key at one epoch: %v", o.violations)
+	// Fence writes by two lock objects at one epoch.
+	o = fresh()
+	o.guard(guardObs{resource: "res-0", epoch: 4, ran: true, after: 4, wrote: "client0#1"})
+	o.guard(guardObs{resource: "res-0", epoch: 4, before: 4, hadBefore: true, after: 4, ran: true, prev: "client0#1", wrote: "client1#1"})
+	require.True(t, has(o, "S1:"), "%v", o.violations)
+
+	// Eras: an old-group token at the new floor, a new-group token below
+	// it, and tokens of the two groups for one (resource, epoch).
+	floor, err := protocol.NextEpochFloor(0)
+	require.NoError(t, err)
+	o = fresh()
+	o.newFloor = floor
+	o.acquired1(0, "client0#1", 0, dealtToken(t, keys, "res-0", floor+2, "holder-a"))
+	require.True(t, has(o, "era:"), "%v", o.violations)
+	o = fresh()
+	o.newFloor = floor
+	o.acquired1(1, "client1#1", 1, dealtToken(t, keys, "res-0", 9, "holder-b"))
+	require.True(t, has(o, "era:"), "%v", o.violations)
+	o = fresh()
+	o.newFloor = floor
+	o.acquired1(1, "client1#1", 1, dealtToken(t, keys, "res-0", floor+2, "holder-b"))
+	require.Empty(t, o.violations)
+	o.tokenLocked("honest old-group node 2", dealtToken(t, keys, "res-0", floor+2, "holder-a"))
+	require.True(t, has(o, "S1:"), "%v", o.violations)
 
 	// A token whose signature does not verify.
 	o = fresh()
 	bad := dealtToken(t, keys, "res-0", 7, "holder-a")
 	bad.Epoch++
-	o.acquired1(0, bad)
+	o.acquired1(0, "client0#1", 0, bad)
 	require.True(t, has(o, "S2:"), "%v", o.violations)
 
 	// A fence that admits below its barrier, and one whose barrier falls.

@@ -289,6 +289,12 @@ func directSession(ci int) protocol.SessionID { return protocol.SessionID{0xd1, 
 
 func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64) protocol.AcquireReply {
 	t.Helper()
+	return acquireDirectAs(t, nw, ci, ni, resource, epoch, directSession(ci))
+}
+
+// acquireDirectAs is acquireDirect in lock session session of client ci.
+func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64, session protocol.SessionID) protocol.AcquireReply {
+	t.Helper()
 	var ids []peer.ID
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
@@ -298,7 +304,7 @@ func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch
 	defer h.Close()
 	m := nw.Member(ni)
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
-	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: directSession(ci), TTL: time.Second}
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: session, TTL: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
