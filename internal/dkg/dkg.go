@@ -22,6 +22,7 @@
 package dkg
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -117,6 +118,20 @@ type Config struct {
 	// WithholdDeal, tests only, makes this member never give its deal to
 	// one other member (it still justifies when that member complains).
 	WithholdDeal bool
+
+	// hooks lets this package's tests play a Byzantine member or an
+	// adversarial network; always nil outside tests.
+	hooks *testHooks
+}
+
+// testHooks are the test-only decorators of a runner (see Config.hooks).
+type testHooks struct {
+	// started receives the runner once it is built.
+	started func(r *runner)
+	// answer rewrites this member's reply to a fetch from peer to.
+	answer func(r *runner, to peer.ID, kind uint8, reply []byte) []byte
+	// step wraps each phase step of this member (message scheduling).
+	step func(phase string, p peer.ID, next func() bool) bool
 }
 
 // Result is what a member's ceremony produced.
@@ -155,6 +170,14 @@ func (p *participant) String() string {
 	}
 }
 
+// slot is where a response, complaint or justification belongs: the
+// dealer's deal and the member that responded or complained (0-based).
+type slot struct{ dealer, member uint32 }
+
+// maxJustPerSlot bounds the justifications kept per (dealer, complainer):
+// an honest dealer signs one; a second signed one is evidence enough.
+const maxJustPerSlot = 2
+
 // runner is one member's ceremony.
 type runner struct {
 	cfg      Config
@@ -174,10 +197,17 @@ type runner struct {
 	keySetDone bool
 	deals      map[peer.ID][]byte // deals this member made, by recipient
 	dealsDone  bool
-	responses  map[[2]uint32][]byte // (dealer, responder) -> response
-	respDone   bool
-	justifs    map[[32]byte][]byte
-	justDone   bool
+	// responses and justifs hold only items that passed the checks of
+	// crypto.DKG.CheckResponse / CheckJustification (or that this member
+	// made), by slot, at most maxPerSlot / maxJustPerSlot each: a forged
+	// copy never takes a slot, so it cannot block the genuine one.
+	responses map[slot][][]byte
+	respDone  bool
+	justifs   map[slot][][]byte
+	justDone  bool
+	// refused counts the invalid items each peer relayed (reported once
+	// per peer; within one reply, past maxRefused the rest is skipped).
+	refused    map[peer.ID]int
 	complaints [][]byte // this member's complaints about missing deals
 	complDone  bool
 	hash       *[32]byte
@@ -251,8 +281,8 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil, fmt.Errorf("dkg: identity: %w", err)
 	}
 	r := &runner{cfg: cfg, self: self, out: cfg.Progress, byID: map[peer.ID]*participant{},
-		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[[2]uint32][]byte{},
-		justifs: map[[32]byte][]byte{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
+		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[slot][][]byte{},
+		justifs: map[slot][][]byte{}, refused: map[peer.ID]int{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
 	add := func(id string, oldIdx, newIdx int, addrs []string) error {
 		pid, err := peer.Decode(id)
 		if err != nil {
@@ -306,6 +336,9 @@ func newRunner(cfg Config) (*runner, error) {
 	}
 	if cfg.OldCluster == nil && cfg.OldShare != nil {
 		return nil, errors.New("dkg: an old share needs the old cluster file")
+	}
+	if h := cfg.hooks; h != nil && h.started != nil {
+		h.started(r)
 	}
 	return r, nil
 }
@@ -456,7 +489,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.deals[r.newByIndex(i).id] = d
 	}
 	if ownResp != nil {
-		r.addResponse(ownResp)
+		r.addOwnResponse(ownResp)
 	}
 	r.dealsDone = true
 	r.mu.Unlock()
@@ -478,6 +511,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			default:
 				return false
 			}
+			if di, err := crypto.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
+				// A dealer gives only its own deal; anything else is forged,
+				// and counts as no usable deal (we complain about it).
+				r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
+				return true
+			}
 			resp, err := cd.ProcessDeal(payload)
 			if err != nil {
 				r.printf("dkg: deal from %s refused: %v", p, err)
@@ -487,7 +526,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			got[p.id] = true
 			gotMu.Unlock()
 			r.mu.Lock()
-			r.addResponse(resp)
+			r.addOwnResponse(resp)
 			r.mu.Unlock()
 			return true
 		}, nil); err != nil {
@@ -507,10 +546,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// concern our deal: process everything we hold once more (duplicates
 	// are refused by kyber and ignored here).
 	r.mu.Lock()
-	all := make([][]byte, 0, len(r.responses))
-	for _, v := range r.responses {
-		all = append(all, v)
-	}
+	all := r.allResponses()
 	r.mu.Unlock()
 	for _, it := range all {
 		r.processResponse(cd, it)
@@ -524,19 +560,24 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			if got[p.id] {
 				continue
 			}
-			sid := r.sessionOf(uint32(r.dealerIndex(p) - 1))
-			if sid == nil {
+			// One complaint per session the (checked) responses report:
+			// the members holding the deal accept only the one with its
+			// session, so a relabelled response cannot misdirect it.
+			sids := r.sessionsOf(uint32(r.dealerIndex(p) - 1))
+			if len(sids) == 0 {
 				continue // nobody got a deal from it: excluded everywhere
 			}
-			c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
-			if err != nil {
-				r.printf("dkg: cannot complain about %s: %v", p, err)
-				continue
+			for _, sid := range sids {
+				c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
+				if err != nil {
+					r.printf("dkg: cannot complain about %s: %v", p, err)
+					continue
+				}
+				r.mu.Lock()
+				r.complaints = append(r.complaints, c)
+				r.addOwnResponse(c)
+				r.mu.Unlock()
 			}
-			r.mu.Lock()
-			r.complaints = append(r.complaints, c)
-			r.addResponse(c)
-			r.mu.Unlock()
 			r.printf("dkg: complained that %s sent no usable deal", p)
 		}
 	}
@@ -556,20 +597,32 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if st != statusOK {
 			return false
 		}
+		bad := 0
 		items, err := decodeList(payload)
 		if err != nil {
-			r.printf("dkg: justifications from %s: %v", p, err)
+			r.refuse(p, "justifications", err, &bad)
 			return true
 		}
 		for _, it := range items {
+			if r.haveJustification(it) {
+				continue
+			}
+			s, err := cd.CheckJustification(it)
+			switch {
+			case errors.Is(err, crypto.ErrDKGForged):
+				if r.refuse(p, "justification", err, &bad) {
+					return true
+				}
+				continue
+			case err != nil:
+				continue // signed, but not for the session we hold
+			}
 			r.mu.Lock()
-			k := sha256.Sum256(it)
-			_, seen := r.justifs[k]
-			r.justifs[k] = it
+			isNew := r.storeJustification(slot{s.Dealer, s.Member}, it)
 			r.mu.Unlock()
-			if !seen {
+			if isNew {
 				if err := cd.ProcessJustification(it); err != nil {
-					r.printf("dkg: justification relayed by %s refused: %v", p, err)
+					r.printf("dkg: justification relayed by %s: %v", p, err)
 				}
 			}
 		}
@@ -578,16 +631,17 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	for _, it := range r.justifs {
-		_ = cd.ProcessJustification(it) // our own; duplicates are harmless
+	var held [][]byte
+	for _, js := range r.justifs {
+		held = append(held, js...)
 	}
 	// A justification may have given us a deal we never got: the other
 	// members' responses to it can be processed now.
-	all = all[:0]
-	for _, v := range r.responses {
-		all = append(all, v)
-	}
+	all = r.allResponses()
 	r.mu.Unlock()
+	for _, it := range held {
+		_ = cd.ProcessJustification(it) // checked or our own; duplicates are harmless
+	}
 	for _, it := range all {
 		_, _ = cd.ProcessResponse(it) // duplicates are refused by kyber
 	}
@@ -836,51 +890,113 @@ func (r *runner) newOthers(ps []*participant) []*participant {
 	return out
 }
 
-// sessionOf returns the session ID of dealer d's deal (0-based) that most
-// responders report, or nil if no response concerns it.
-func (r *runner) sessionOf(d uint32) []byte {
+// sessionsOf returns the session IDs that checked responses report for
+// dealer d's deal (0-based), the most reported first, or nil if no
+// response concerns it. Responses do not sign their dealer index, so a
+// relay can relabel one dealer's responses as another's; CheckResponse
+// drops those whose session this member knows to be another dealer's, and
+// the rest are all returned, at most one per dealer.
+func (r *runner) sessionsOf(d uint32) [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	count := map[string]int{}
-	for k, v := range r.responses {
-		if k[0] != d {
+	for k, vs := range r.responses {
+		if k.dealer != d {
 			continue
 		}
-		if resp, err := crypto.DecodeDKGResponse(v); err == nil {
-			count[string(resp.Response.SessionID)]++
+		for _, v := range vs {
+			if resp, err := crypto.DecodeDKGResponse(v); err == nil {
+				count[string(resp.Response.SessionID)]++
+			}
 		}
 	}
-	best, n := "", 0
-	for sid, c := range count {
-		if c > n || c == n && sid < best {
-			best, n = sid, c
+	sids := make([]string, 0, len(count))
+	for sid := range count {
+		sids = append(sids, sid)
+	}
+	slices.SortFunc(sids, func(a, b string) int {
+		if count[a] != count[b] {
+			return count[b] - count[a]
 		}
+		return strings.Compare(a, b)
+	})
+	var out [][]byte
+	for _, sid := range sids[:min(len(sids), r.maxPerSlot())] {
+		out = append(out, []byte(sid))
 	}
-	if n == 0 {
-		return nil
-	}
-	return []byte(best)
+	return out
 }
 
-// addResponse stores a response by (dealer, responder); it reports whether
-// it was new. r.mu must be held.
+// maxPerSlot bounds the responses kept per (dealer, responder): one per
+// dealer session a responder could have signed (see sessionsOf).
+func (r *runner) maxPerSlot() int {
+	n := 0
+	for _, p := range r.parts {
+		if r.isDealer(p) {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// maxRefused is how many forged items one reply may hold before the rest
+// of it is skipped unread, which bounds the signature checks a peer can
+// cause per phase. Honest members relay only items they checked, so none
+// of theirs is ever skipped; a Byzantine member that forges can only make
+// honest members skip what it sends itself, which it could withhold
+// anyway.
+func (r *runner) maxRefused() int { return 2 * len(r.parts) }
+
+// refuse counts a forged item relayed by p, says so the first time, and
+// reports whether the rest of this reply (whose forged items so far bad
+// counts, this one included) must be skipped.
+func (r *runner) refuse(p *participant, what string, err error, bad *int) bool {
+	r.mu.Lock()
+	r.refused[p.id]++
+	n := r.refused[p.id]
+	r.mu.Unlock()
+	*bad++
+	if n == 1 {
+		r.printf("dkg: %s relayed by %s refused: %v", what, p, err)
+	}
+	if *bad == r.maxRefused() {
+		r.printf("dkg: %s relayed %d forged items in one reply: skipping the rest of it", p, *bad)
+	}
+	return *bad >= r.maxRefused()
+}
+
 // pullResponses is the phase step that fetches one member's responses or
-// complaints (kind; both are kyber responses), keeps the new ones and
-// records the justifications they call for.
+// complaints (kind; both are kyber responses), checks each before it
+// takes a slot, keeps the new ones and records the justifications they
+// call for.
 func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(context.Context, *participant) bool {
 	return func(ctx context.Context, p *participant) bool {
 		st, payload := r.fetch(ctx, p, kind)
 		if st != statusOK {
 			return false
 		}
+		bad := 0
 		items, err := decodeList(payload)
 		if err != nil {
-			r.printf("dkg: %s from %s: %v", what, p, err)
+			r.refuse(p, what, err, &bad)
 			return true
 		}
 		for _, it := range items {
+			if r.haveResponse(it) {
+				continue
+			}
+			s, err := cd.CheckResponse(it)
+			switch {
+			case errors.Is(err, crypto.ErrDKGForged):
+				if r.refuse(p, what, err, &bad) {
+					return true
+				}
+				continue
+			case err != nil:
+				continue // signed, but for another session: not its slot
+			}
 			r.mu.Lock()
-			isNew := r.addResponse(it)
+			isNew := r.storeResponse(s, it)
 			r.mu.Unlock()
 			if isNew {
 				r.processResponse(cd, it)
@@ -893,24 +1009,92 @@ func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(con
 // processResponse feeds a response to the DKG and keeps the justification
 // it calls for, if any (a duplicate is refused by kyber and ignored).
 func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
-	if j, err := cd.ProcessResponse(it); err == nil && j != nil {
-		r.mu.Lock()
-		r.justifs[sha256.Sum256(j)] = j
-		r.mu.Unlock()
+	j, err := cd.ProcessResponse(it)
+	if err != nil || j == nil {
+		return
 	}
+	dj, err := crypto.DecodeDKGJustification(j)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.storeJustification(slot{dj.Index, dj.Justification.Index}, j)
+	r.mu.Unlock()
 }
 
-func (r *runner) addResponse(b []byte) bool {
+// haveResponse reports whether exactly these bytes are stored already.
+func (r *runner) haveResponse(b []byte) bool {
 	resp, err := crypto.DecodeDKGResponse(b)
 	if err != nil {
 		return false
 	}
-	k := [2]uint32{resp.Index, resp.Response.Index}
-	if _, ok := r.responses[k]; ok {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.responses[slot{resp.Index, resp.Response.Index}], func(v []byte) bool { return bytes.Equal(v, b) })
+}
+
+// haveJustification reports whether exactly these bytes are stored.
+func (r *runner) haveJustification(b []byte) bool {
+	j, err := crypto.DecodeDKGJustification(b)
+	if err != nil {
 		return false
 	}
-	r.responses[k] = b
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.justifs[slot{j.Index, j.Justification.Index}], func(v []byte) bool { return bytes.Equal(v, b) })
+}
+
+// addOwnResponse stores a response or complaint this member made. r.mu
+// must be held.
+func (r *runner) addOwnResponse(b []byte) {
+	resp, err := crypto.DecodeDKGResponse(b)
+	if err != nil {
+		return
+	}
+	r.storeResponse(crypto.DKGSlot{Dealer: resp.Index, Member: resp.Response.Index}, b)
+}
+
+// storeResponse stores a checked response in its slot unless it is there
+// already or the slot is full; it reports whether it stored it. r.mu must
+// be held.
+func (r *runner) storeResponse(s crypto.DKGSlot, b []byte) bool {
+	k := slot{s.Dealer, s.Member}
+	vs := r.responses[k]
+	if len(vs) >= r.maxPerSlot() || slices.ContainsFunc(vs, func(v []byte) bool { return bytes.Equal(v, b) }) {
+		return false
+	}
+	r.responses[k] = append(vs, b)
 	return true
+}
+
+// storeJustification is storeResponse for justifications.
+func (r *runner) storeJustification(k slot, b []byte) bool {
+	vs := r.justifs[k]
+	if len(vs) >= maxJustPerSlot || slices.ContainsFunc(vs, func(v []byte) bool { return bytes.Equal(v, b) }) {
+		return false
+	}
+	r.justifs[k] = append(vs, b)
+	return true
+}
+
+// allResponses lists every stored response, in slot order. r.mu must be
+// held.
+func (r *runner) allResponses() [][]byte {
+	keys := make([]slot, 0, len(r.responses))
+	for k := range r.responses {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b slot) int {
+		if a.dealer != b.dealer {
+			return int(a.dealer) - int(b.dealer)
+		}
+		return int(a.member) - int(b.member)
+	})
+	var out [][]byte
+	for _, k := range keys {
+		out = append(out, r.responses[k]...)
+	}
+	return out
 }
 
 // phase polls every peer in ps with fetch until fetch reports done for
@@ -928,6 +1112,12 @@ func (r *runner) phase(parent context.Context, name string, ps []*participant, f
 			}
 		}
 		return out
+	}
+	if h := r.cfg.hooks; h != nil && h.step != nil {
+		inner := fetch
+		fetch = func(ctx context.Context, p *participant) bool {
+			return h.step(name, p.id, func() bool { return inner(ctx, p) })
+		}
 	}
 	r.printf("dkg: phase %s: waiting for %d members", name, len(ps))
 	last := ""
@@ -1004,17 +1194,27 @@ func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
 	if st != statusOK {
 		return false
 	}
+	bad := 0
 	items, err := decodeList(payload)
 	if err != nil {
+		r.refuse(p, "keys", err, &bad)
 		return false
 	}
 	for _, it := range items {
+		if bad >= r.maxRefused() {
+			break
+		}
 		k, err := parseKeyRecord(it)
-		if err != nil || k.Ceremony != r.ceremony {
+		if err == nil && k.Ceremony != r.ceremony {
+			err = errors.New("key for another ceremony")
+		}
+		if err != nil {
+			r.refuse(p, "ceremony key", err, &bad)
 			continue
 		}
 		pid, err := peer.Decode(k.PeerID)
 		if err != nil || r.byID[pid] == nil {
+			r.refuse(p, "ceremony key", fmt.Errorf("not a member: %q", k.PeerID), &bad)
 			continue
 		}
 		r.mu.Lock()
@@ -1028,6 +1228,7 @@ func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
 			continue
 		}
 		if ok, err := pub.Verify(k.signedBytes(), k.Sig); err != nil || !ok {
+			r.refuse(p, "ceremony key", fmt.Errorf("bad signature for %s", pid), &bad)
 			continue
 		}
 		r.mu.Lock()
@@ -1079,6 +1280,9 @@ func (r *runner) serve(s network.Stream) {
 		return
 	}
 	reply := r.answer(from, req)
+	if h := r.cfg.hooks; h != nil && h.answer != nil {
+		reply = h.answer(r, from, req.Kind, reply)
+	}
 	if err := writeFrame(s, reply); err != nil {
 		_ = s.Reset()
 	}
@@ -1124,19 +1328,15 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 		if !r.respDone {
 			return []byte{statusNotReady}
 		}
-		items := make([][]byte, 0, len(r.responses))
-		for _, v := range r.responses {
-			items = append(items, v)
-		}
-		return append([]byte{statusOK}, encodeList(items)...)
+		return append([]byte{statusOK}, encodeList(r.allResponses())...)
 	case kindJustifications:
 		if !r.justDone {
 			return []byte{statusNotReady}
 		}
 		r.justFetch[from] = true
-		items := make([][]byte, 0, len(r.justifs))
-		for _, v := range r.justifs {
-			items = append(items, v)
+		var items [][]byte
+		for _, js := range r.justifs {
+			items = append(items, js...)
 		}
 		return append([]byte{statusOK}, encodeList(items)...)
 	case kindComplaints:
