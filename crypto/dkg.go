@@ -29,14 +29,16 @@ var (
 	// ErrDKGMessage reports a deal, response or justification that kyber
 	// refused (bad signature, wrong index, duplicate, unknown dealer).
 	ErrDKGMessage = errors.New("crypto: DKG message refused")
-	// ErrDKGForged reports a DKG message that its claimed author did not
-	// sign, or that names a member or dealer outside the ceremony: whoever
-	// relayed it forged or corrupted it. It wraps ErrDKGMessage.
-	ErrDKGForged = fmt.Errorf("%w: not signed by its claimed author", ErrDKGMessage)
-	// ErrDKGSession reports a correctly signed DKG message that belongs to
-	// another session than the dealer's deal this member holds (relabelled
-	// to another dealer, or from an equivocating dealer). It wraps
-	// ErrDKGMessage.
+	// ErrDKGForged reports a DKG message that is malformed in anyone's
+	// view: not signed by its claimed author, naming a member or dealer
+	// outside the ceremony, or (a justification) with a session that is not
+	// the hash of its commitments. Whoever relayed it forged or corrupted
+	// it. It wraps ErrDKGMessage.
+	ErrDKGForged = fmt.Errorf("%w: forged or malformed", ErrDKGMessage)
+	// ErrDKGSession reports a DKG message for another session than the
+	// dealer's deal this member holds (a response relabelled to another
+	// dealer, or an item from an equivocating dealer); its signature is
+	// not checked, since it is dropped anyway. It wraps ErrDKGMessage.
 	ErrDKGSession = fmt.Errorf("%w: session does not match the dealer's deal", ErrDKGMessage)
 )
 

@@ -20,8 +20,12 @@ import (
 // fills: the dealer's deal (0-based dealer index), the member that
 // responded or complained (0-based new index), and the session it claims.
 type DKGSlot struct {
-	Dealer, Member uint32
-	SessionID      []byte
+	// Dealer is the dealer's 0-based index (old index when resharing).
+	Dealer uint32
+	// Member is the responder's or complainer's 0-based new index.
+	Member uint32
+	// SessionID is the session the item claims.
+	SessionID []byte
 }
 
 // dealers is the number of dealers: the old nodes when resharing.
@@ -69,20 +73,23 @@ func (d *DKG) CheckResponse(b []byte) (DKGSlot, error) {
 	if int(r.Index) >= d.dealers() || int(r.Response.Index) >= len(d.cfg.NewNodes) {
 		return s, fmt.Errorf("%w: response of node %d to dealer %d: no such member", ErrDKGForged, r.Response.Index+1, r.Index+1)
 	}
+	// The session checks are cheap: do them before the signature.
+	d.mu.Lock()
+	known := d.knownSession(r.Index)
+	owner, relabelled := d.sessionOwner(r.Index, s.SessionID)
+	d.mu.Unlock()
+	if known != nil && !bytes.Equal(known, s.SessionID) {
+		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1)
+	}
+	if relabelled {
+		return s, fmt.Errorf("%w: response of node %d labelled for dealer %d concerns dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1, owner+1)
+	}
 	pub, err := decodeG2(d.cfg.NewNodes[r.Response.Index][:])
 	if err != nil {
 		return s, fmt.Errorf("%w: %w", ErrDKGForged, err)
 	}
 	if err := schnorr.Verify(g2suite, pub, r.Response.Hash(g2suite), r.Response.Signature); err != nil {
 		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrDKGForged, r.Response.Index+1, r.Index+1)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if sid := d.knownSession(r.Index); sid != nil && !bytes.Equal(sid, s.SessionID) {
-		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1)
-	}
-	if j, ok := d.sessionOwner(r.Index, s.SessionID); ok {
-		return s, fmt.Errorf("%w: response of node %d labelled for dealer %d concerns dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1, j+1)
 	}
 	return s, nil
 }
@@ -108,17 +115,20 @@ func (d *DKG) CheckJustification(b []byte) (DKGSlot, error) {
 	if !ok || int(jj.Index) >= len(d.cfg.NewNodes) || jj.Deal.SecShare.I != int(jj.Index) {
 		return s, fmt.Errorf("%w: justification of dealer %d for node %d: no such member", ErrDKGForged, j.Index+1, jj.Index+1)
 	}
-	if err := schnorr.Verify(g2suite, pub, jj.Hash(g2suite), jj.Signature); err != nil {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrDKGForged, j.Index+1, jj.Index+1)
-	}
+	// A session that is not the hash of the revealed commitments is
+	// malformed whoever looks at it; the cheap checks go first.
 	if jj.Deal.T != uint32(d.cfg.Threshold) || !bytes.Equal(jj.Deal.SessionID, jj.SessionID) ||
 		!bytes.Equal(d.sessionID(pub, jj.Deal.Commitments, jj.Deal.T), jj.SessionID) {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d: malformed session", ErrDKGSession, j.Index+1, jj.Index+1)
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d: malformed session", ErrDKGForged, j.Index+1, jj.Index+1)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if sid := d.knownSession(j.Index); sid != nil && !bytes.Equal(sid, s.SessionID) {
+	known := d.knownSession(j.Index)
+	d.mu.Unlock()
+	if known != nil && !bytes.Equal(known, s.SessionID) {
 		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrDKGSession, j.Index+1, jj.Index+1)
+	}
+	if err := schnorr.Verify(g2suite, pub, jj.Hash(g2suite), jj.Signature); err != nil {
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrDKGForged, j.Index+1, jj.Index+1)
 	}
 	return s, nil
 }

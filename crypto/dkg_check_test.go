@@ -74,11 +74,22 @@ func TestDKGCheckRelayed(t *testing.T) {
 	jf := signedJustification(t, &memMember{key: ms[1].key, dkg: ms[0].dkg}, v.SessionID(), v.Commits(), 2)
 	_, err = checker.CheckJustification(jf)
 	require.ErrorIs(t, err, ErrDKGForged)
-	// Signed by the dealer, but for commitments that are not its session's.
+	// Signed by the dealer, but for commitments that are not its session's:
+	// malformed whoever checks it.
 	other := ms[1].dkg.gen.Verifiers()[1]
 	jw := signedJustification(t, ms[0], v.SessionID(), other.Commits(), 2)
 	_, err = checker.CheckJustification(jw)
-	require.ErrorIs(t, err, ErrDKGSession)
+	require.ErrorIs(t, err, ErrDKGForged)
+	// Dealer 2's well-formed justification relabelled as dealer 1's: the
+	// session hashes dealer 2's key.
+	j2 := signedJustification(t, ms[1], other.SessionID(), other.Commits(), 2)
+	dj, err := DecodeDKGJustification(j2)
+	require.NoError(t, err)
+	dj.Index = 0
+	j2b, err := EncodeDKGJustification(dj)
+	require.NoError(t, err)
+	_, err = checker.CheckJustification(j2b)
+	require.ErrorIs(t, err, ErrDKGForged)
 	// Garbage.
 	_, err = checker.CheckJustification([]byte{1, 3, 0})
 	require.ErrorIs(t, err, ErrDKGForged)

@@ -22,7 +22,6 @@
 package dkg
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -205,8 +204,12 @@ type runner struct {
 	respDone  bool
 	justifs   map[slot][][]byte
 	justDone  bool
-	// refused counts the invalid items each peer relayed (reported once
-	// per peer; within one reply, past maxRefused the rest is skipped).
+	// stored holds the SHA-256 of every item in responses and justifs, so
+	// a copy of one is skipped before any decoding.
+	stored map[[32]byte]bool
+	// refused counts the forged items each peer relayed (reported once per
+	// peer; within one reply, past maxRefused refused items the rest of
+	// the reply is skipped).
 	refused    map[peer.ID]int
 	complaints [][]byte // this member's complaints about missing deals
 	complDone  bool
@@ -282,7 +285,7 @@ func newRunner(cfg Config) (*runner, error) {
 	}
 	r := &runner{cfg: cfg, self: self, out: cfg.Progress, byID: map[peer.ID]*participant{},
 		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[slot][][]byte{},
-		justifs: map[slot][][]byte{}, refused: map[peer.ID]int{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
+		justifs: map[slot][][]byte{}, stored: map[[32]byte]bool{}, refused: map[peer.ID]int{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
 	add := func(id string, oldIdx, newIdx int, addrs []string) error {
 		pid, err := peer.Decode(id)
 		if err != nil {
@@ -603,19 +606,21 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			r.refuse(p, "justifications", err, &bad)
 			return true
 		}
+		seen := map[[32]byte]bool{}
 		for _, it := range items {
-			if r.haveJustification(it) {
+			ok, skip := r.fresh(p, "justification", it, seen, &bad)
+			if skip {
+				return true
+			}
+			if !ok {
 				continue
 			}
 			s, err := cd.CheckJustification(it)
-			switch {
-			case errors.Is(err, crypto.ErrDKGForged):
+			if err != nil {
 				if r.refuse(p, "justification", err, &bad) {
 					return true
 				}
 				continue
-			case err != nil:
-				continue // signed, but not for the session we hold
 			}
 			r.mu.Lock()
 			isNew := r.storeJustification(slot{s.Dealer, s.Member}, it)
@@ -939,30 +944,47 @@ func (r *runner) maxPerSlot() int {
 	return max(n, 1)
 }
 
-// maxRefused is how many forged items one reply may hold before the rest
-// of it is skipped unread, which bounds the signature checks a peer can
-// cause per phase. Honest members relay only items they checked, so none
-// of theirs is ever skipped; a Byzantine member that forges can only make
-// honest members skip what it sends itself, which it could withhold
-// anyway.
+// maxRefused is how many refused items (forged, for another session, or
+// repeated) one reply may hold before the rest of it is skipped unread,
+// which bounds the decoding and signature checks a peer can cause per
+// phase. Every member serves its own items first and relays only items it
+// checked, so what a reply loses this way is at most relayed copies of
+// items their authors serve themselves; a Byzantine member can only make
+// honest members skip what it sends, which it could withhold anyway.
 func (r *runner) maxRefused() int { return 2 * len(r.parts) }
 
-// refuse counts a forged item relayed by p, says so the first time, and
-// reports whether the rest of this reply (whose forged items so far bad
-// counts, this one included) must be skipped.
+// refuse counts a refused item in p's reply (bad counts them for this
+// reply), counts and reports it against p if it is forged (the first time
+// per peer), and reports whether the rest of the reply must be skipped.
 func (r *runner) refuse(p *participant, what string, err error, bad *int) bool {
-	r.mu.Lock()
-	r.refused[p.id]++
-	n := r.refused[p.id]
-	r.mu.Unlock()
 	*bad++
-	if n == 1 {
-		r.printf("dkg: %s relayed by %s refused: %v", what, p, err)
+	if !errors.Is(err, crypto.ErrDKGSession) {
+		r.mu.Lock()
+		r.refused[p.id]++
+		n := r.refused[p.id]
+		r.mu.Unlock()
+		if n == 1 {
+			r.printf("dkg: %s relayed by %s refused: %v", what, p, err)
+		}
 	}
 	if *bad == r.maxRefused() {
-		r.printf("dkg: %s relayed %d forged items in one reply: skipping the rest of it", p, *bad)
+		r.printf("dkg: %s sent %d refused items in one reply: skipping the rest of it", p, *bad)
 	}
 	return *bad >= r.maxRefused()
+}
+
+// fresh reports whether item it is neither stored already nor repeated in
+// the current reply (seen); a repeat counts as refused, and skip reports
+// whether the rest of the reply must be skipped.
+func (r *runner) fresh(p *participant, what string, it []byte, seen map[[32]byte]bool, bad *int) (ok, skip bool) {
+	h := sha256.Sum256(it)
+	if seen[h] {
+		return false, r.refuse(p, what, errors.New("item repeated in one reply"), bad)
+	}
+	seen[h] = true
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.stored[h], false
 }
 
 // pullResponses is the phase step that fetches one member's responses or
@@ -981,19 +1003,21 @@ func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(con
 			r.refuse(p, what, err, &bad)
 			return true
 		}
+		seen := map[[32]byte]bool{}
 		for _, it := range items {
-			if r.haveResponse(it) {
+			ok, skip := r.fresh(p, what, it, seen, &bad)
+			if skip {
+				return true
+			}
+			if !ok {
 				continue
 			}
 			s, err := cd.CheckResponse(it)
-			switch {
-			case errors.Is(err, crypto.ErrDKGForged):
+			if err != nil {
 				if r.refuse(p, what, err, &bad) {
 					return true
 				}
 				continue
-			case err != nil:
-				continue // signed, but for another session: not its slot
 			}
 			r.mu.Lock()
 			isNew := r.storeResponse(s, it)
@@ -1022,28 +1046,6 @@ func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
 	r.mu.Unlock()
 }
 
-// haveResponse reports whether exactly these bytes are stored already.
-func (r *runner) haveResponse(b []byte) bool {
-	resp, err := crypto.DecodeDKGResponse(b)
-	if err != nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.ContainsFunc(r.responses[slot{resp.Index, resp.Response.Index}], func(v []byte) bool { return bytes.Equal(v, b) })
-}
-
-// haveJustification reports whether exactly these bytes are stored.
-func (r *runner) haveJustification(b []byte) bool {
-	j, err := crypto.DecodeDKGJustification(b)
-	if err != nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.ContainsFunc(r.justifs[slot{j.Index, j.Justification.Index}], func(v []byte) bool { return bytes.Equal(v, b) })
-}
-
 // addOwnResponse stores a response or complaint this member made. r.mu
 // must be held.
 func (r *runner) addOwnResponse(b []byte) {
@@ -1058,33 +1060,43 @@ func (r *runner) addOwnResponse(b []byte) {
 // already or the slot is full; it reports whether it stored it. r.mu must
 // be held.
 func (r *runner) storeResponse(s crypto.DKGSlot, b []byte) bool {
-	k := slot{s.Dealer, s.Member}
-	vs := r.responses[k]
-	if len(vs) >= r.maxPerSlot() || slices.ContainsFunc(vs, func(v []byte) bool { return bytes.Equal(v, b) }) {
+	k, h := slot{s.Dealer, s.Member}, sha256.Sum256(b)
+	if vs := r.responses[k]; len(vs) >= r.maxPerSlot() || r.stored[h] {
 		return false
 	}
-	r.responses[k] = append(vs, b)
+	r.responses[k] = append(r.responses[k], b)
+	r.stored[h] = true
 	return true
 }
 
-// storeJustification is storeResponse for justifications.
-func (r *runner) storeJustification(k slot, b []byte) bool {
-	vs := r.justifs[k]
-	if len(vs) >= maxJustPerSlot || slices.ContainsFunc(vs, func(v []byte) bool { return bytes.Equal(v, b) }) {
-		return false
-	}
-	r.justifs[k] = append(vs, b)
-	return true
-}
-
-// allResponses lists every stored response, in slot order. r.mu must be
+// storeJustification is storeResponse for justifications. r.mu must be
 // held.
+func (r *runner) storeJustification(k slot, b []byte) bool {
+	h := sha256.Sum256(b)
+	if len(r.justifs[k]) >= maxJustPerSlot || r.stored[h] {
+		return false
+	}
+	r.justifs[k] = append(r.justifs[k], b)
+	r.stored[h] = true
+	return true
+}
+
+// allResponses lists every stored response: this member's own first (so
+// that a reader never skips them, see maxRefused), then in slot order.
+// r.mu must be held.
 func (r *runner) allResponses() [][]byte {
 	keys := make([]slot, 0, len(r.responses))
 	for k := range r.responses {
 		keys = append(keys, k)
 	}
+	own := uint32(max(r.me.newIdx-1, 0))
 	slices.SortFunc(keys, func(a, b slot) int {
+		if ao, bo := r.me.newIdx > 0 && a.member == own, r.me.newIdx > 0 && b.member == own; ao != bo {
+			if ao {
+				return -1
+			}
+			return 1
+		}
 		if a.dealer != b.dealer {
 			return int(a.dealer) - int(b.dealer)
 		}
@@ -1334,11 +1346,16 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 			return []byte{statusNotReady}
 		}
 		r.justFetch[from] = true
-		var items [][]byte
-		for _, js := range r.justifs {
-			items = append(items, js...)
+		// Our own justifications first (see maxRefused).
+		var own, relayed [][]byte
+		for k, js := range r.justifs {
+			if r.isDealer(r.me) && int(k.dealer) == r.dealerIndex(r.me)-1 {
+				own = append(own, js...)
+			} else {
+				relayed = append(relayed, js...)
+			}
 		}
-		return append([]byte{statusOK}, encodeList(items)...)
+		return append([]byte{statusOK}, encodeList(append(own, relayed...))...)
 	case kindComplaints:
 		if !r.complDone {
 			return []byte{statusNotReady}
