@@ -132,11 +132,12 @@ type PublicKey [PublicKeySize]byte
 // Equal reports whether two keys are the same.
 func (k PublicKey) Equal(o PublicKey) bool { return k == o }
 
-// ParsePublicKey decodes a public key strictly. kyber performs no subgroup
-// check on G2, so only parse keys read from trusted configuration.
+// ParsePublicKey decodes a public key strictly: canonical, on the curve,
+// not the identity, and in G2's prime-order subgroup (kyber itself performs
+// no subgroup check; a subgroup failure wraps ErrNotInSubgroup).
 func ParsePublicKey(b []byte) (PublicKey, error) {
 	var k PublicKey
-	if _, err := decodeG2(b); err != nil {
+	if _, err := decodeG2Subgroup(b); err != nil {
 		return k, err
 	}
 	copy(k[:], b)
@@ -235,7 +236,7 @@ func NewGroupKey(n int, commits [][]byte) (*GroupKey, error) {
 	}
 	pts := make([]kyber.Point, t)
 	for i, c := range commits {
-		p, err := decodeG2(c)
+		p, err := decodeG2Subgroup(c)
 		if err != nil {
 			return nil, fmt.Errorf("crypto: commitment %d: %w", i, err)
 		}

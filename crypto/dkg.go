@@ -29,6 +29,17 @@ var (
 	// ErrDKGMessage reports a deal, response or justification that kyber
 	// refused (bad signature, wrong index, duplicate, unknown dealer).
 	ErrDKGMessage = errors.New("crypto: DKG message refused")
+	// ErrDKGForged reports a DKG message that is malformed in anyone's
+	// view: not signed by its claimed author, naming a member or dealer
+	// outside the ceremony, or (a justification) with a session that is not
+	// the hash of its commitments. Whoever relayed it forged or corrupted
+	// it. It wraps ErrDKGMessage.
+	ErrDKGForged = fmt.Errorf("%w: forged or malformed", ErrDKGMessage)
+	// ErrDKGSession reports a DKG message for another session than the
+	// dealer's deal this member holds (a response relabelled to another
+	// dealer, or an item from an equivocating dealer); its signature is
+	// not checked, since it is dropped anyway. It wraps ErrDKGMessage.
+	ErrDKGSession = fmt.Errorf("%w: session does not match the dealer's deal", ErrDKGMessage)
 )
 
 // DKGSeedSize is the size of the secret seed that makes a dealer's
@@ -142,8 +153,9 @@ type DKG struct {
 	// justification: kyber keeps the first (bad) deal, so Result uses these.
 	justified map[uint32]*vss.Deal
 	// missing are the session IDs of deals this member complained it never
-	// got (ComplainMissing), by dealer.
-	missing  map[uint32][]byte
+	// got (ComplainMissing), by dealer: several when relayed responses
+	// disagree on a dealer's session.
+	missing  map[uint32][][]byte
 	timedOut bool
 }
 
@@ -184,7 +196,7 @@ func NewDKG(c DKGConfig) (*DKG, error) {
 		return bad("new nodes: %v", err)
 	}
 	self := c.Key.Public()
-	d := &DKG{cfg: c, newIdx: slices.Index(c.NewNodes, self), oldIdx: -1, justified: map[uint32]*vss.Deal{}, missing: map[uint32][]byte{}}
+	d := &DKG{cfg: c, newIdx: slices.Index(c.NewNodes, self), oldIdx: -1, justified: map[uint32]*vss.Deal{}, missing: map[uint32][][]byte{}}
 	su := &dkgSuite{Suite: bn256.NewSuiteG2()}
 	su.seeded = su.XOF(append([]byte("palisade/dkg/poly/v1\x00"), c.Seed[:]...))
 	kc := &dkg.Config{
@@ -249,7 +261,7 @@ func dkgPoints(keys []PublicKey) ([]kyber.Point, error) {
 			return nil, fmt.Errorf("key %d is listed twice", i+1)
 		}
 		seen[k] = true
-		p, err := decodeG2(k[:])
+		p, err := decodeG2Subgroup(k[:])
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", i+1, err)
 		}
@@ -336,6 +348,9 @@ func (d *DKG) ProcessDeal(b []byte) ([]byte, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.checkDealPoints(dd); err != nil {
+		return nil, fmt.Errorf("%w: deal from dealer %d: %w", ErrDKGMessage, dd.Index+1, err)
+	}
 	resp, err := d.gen.ProcessDeal(dd)
 	if err != nil {
 		return nil, fmt.Errorf("%w: deal from dealer %d: %v", ErrDKGMessage, dd.Index+1, err)
@@ -345,7 +360,9 @@ func (d *DKG) ProcessDeal(b []byte) ([]byte, error) {
 
 // ComplainMissing returns this member's signed complaint about the deal of
 // dealer (1-based dealer index) that it never received or could not open.
-// sid is that deal's session ID as other members' responses report it.
+// sid is that deal's session ID as other members' responses report it; when
+// relayed responses disagree, call it once per candidate session: the
+// members holding the deal accept only the complaint with its session.
 // Every member that processes the complaint then needs the dealer's
 // justification to keep the deal, so a dealer cannot give shares to some
 // members and silently withhold them from others. The justification, once
@@ -372,7 +389,9 @@ func (d *DKG) ComplainMissing(dealer int, sid []byte) ([]byte, error) {
 	// Record our own complaint, so that the dealer's justification is
 	// accepted here and installs the deal.
 	v.UnsafeSetResponseDKG(uint32(d.newIdx), vss.StatusComplaint)
-	d.missing[uint32(dealer-1)] = bytes.Clone(sid)
+	if !slices.ContainsFunc(d.missing[uint32(dealer-1)], func(s []byte) bool { return bytes.Equal(s, sid) }) {
+		d.missing[uint32(dealer-1)] = append(d.missing[uint32(dealer-1)], bytes.Clone(sid))
+	}
 	return EncodeDKGResponse(&dkg.Response{Index: uint32(dealer - 1), Response: r})
 }
 
@@ -446,10 +465,10 @@ func (d *DKG) ProcessJustification(b []byte) error {
 	if err := schnorr.Verify(g2suite, pub, j.Justification.Hash(g2suite), j.Justification.Signature); err != nil {
 		return fmt.Errorf("%w: justification of dealer %d: bad signature", ErrDKGMessage, j.Index+1)
 	}
-	if sid, ok := d.missing[j.Index]; ok && int(j.Justification.Index) == d.newIdx {
-		// We never saw this deal: it must be the one the others saw.
+	if sids, ok := d.missing[j.Index]; ok && int(j.Justification.Index) == d.newIdx {
+		// We never saw this deal: it must be one the others saw.
 		dl := j.Justification.Deal
-		if !bytes.Equal(dl.SessionID, sid) || !bytes.Equal(d.sessionID(pub, dl.Commitments, dl.T), sid) {
+		if !slices.ContainsFunc(sids, func(s []byte) bool { return bytes.Equal(dl.SessionID, s) }) || !bytes.Equal(d.sessionID(pub, dl.Commitments, dl.T), dl.SessionID) {
 			return fmt.Errorf("%w: justification of dealer %d does not match its deal's session", ErrDKGMessage, j.Index+1)
 		}
 	}

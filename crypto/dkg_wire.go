@@ -21,7 +21,8 @@ import (
 
 // Wire forms of the DKG messages. Each starts with DKGWireVersion and a
 // kind byte; integers are big-endian; points and scalars have fixed sizes
-// and are decoded strictly (canonical, on the curve, not the identity);
+// and are decoded strictly (canonical, on the curve, not the identity, G2
+// points in the prime-order subgroup);
 // nothing may follow the message.
 const (
 	// DKGWireVersion is the version byte of every DKG message.
@@ -79,6 +80,14 @@ type dkgDecoder struct {
 func (d *dkgDecoder) fail(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: %s", ErrMalformedDKGMessage, fmt.Sprintf(format, args...))
+	}
+}
+
+// failErr records a point error, keeping ErrNotInSubgroup visible to
+// errors.Is next to ErrMalformedDKGMessage.
+func (d *dkgDecoder) failErr(what string, err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s: %w", ErrMalformedDKGMessage, what, err)
 	}
 }
 
@@ -141,9 +150,9 @@ func (d *dkgDecoder) point(what string) kyber.Point {
 	if v == nil {
 		return nil
 	}
-	p, err := decodeG2(v)
+	p, err := decodeG2Subgroup(v)
 	if err != nil {
-		d.fail("%s: %v", what, err)
+		d.failErr(what, err)
 		return nil
 	}
 	return p
@@ -169,8 +178,8 @@ func (d *dkgDecoder) schnorrSig(what string) []byte {
 	if v == nil {
 		return nil
 	}
-	if _, err := decodeG2(v[:PublicKeySize]); err != nil {
-		d.fail("%s: %v", what, err)
+	if _, err := decodeG2Subgroup(v[:PublicKeySize]); err != nil {
+		d.failErr(what, err)
 		return nil
 	}
 	if _, err := decodeScalar(v[PublicKeySize:]); err != nil {
@@ -249,8 +258,8 @@ func DecodeDKGDeal(b []byte) (*dkg.Deal, error) {
 	idx := d.index("dealer index")
 	dh := d.take(PublicKeySize, "DH key")
 	if d.err == nil {
-		if _, err := decodeG2(dh); err != nil {
-			d.fail("DH key: %v", err)
+		if _, err := decodeG2Subgroup(dh); err != nil {
+			d.failErr("DH key", err)
 		}
 	}
 	dhSig := d.schnorrSig("DH key signature")

@@ -112,6 +112,20 @@ type Config struct {
 	// WithholdDeal, tests only, makes this member never give its deal to
 	// one other member (it still justifies when that member complains).
 	WithholdDeal bool
+
+	// hooks lets this package's tests play a Byzantine member or an
+	// adversarial network; always nil outside tests.
+	hooks *testHooks
+}
+
+// testHooks are the test-only decorators of a runner (see Config.hooks).
+type testHooks struct {
+	// started receives the runner once it is built.
+	started func(r *runner)
+	// answer rewrites this member's reply to a fetch from peer to.
+	answer func(r *runner, to peer.ID, kind uint8, reply []byte) []byte
+	// step wraps each phase step of this member (message scheduling).
+	step func(phase string, p peer.ID, next func() bool) bool
 }
 
 // Result is what a member's ceremony produced.
@@ -150,6 +164,14 @@ func (p *participant) String() string {
 	}
 }
 
+// slot is where a response, complaint or justification belongs: the
+// dealer's deal and the member that responded or complained (0-based).
+type slot struct{ dealer, member uint32 }
+
+// maxJustPerSlot bounds the justifications kept per (dealer, complainer):
+// an honest dealer signs one; a second signed one is evidence enough.
+const maxJustPerSlot = 2
+
 // runner is one member's ceremony.
 type runner struct {
 	cfg      Config
@@ -169,10 +191,21 @@ type runner struct {
 	keySetDone bool
 	deals      map[peer.ID][]byte // deals this member made, by recipient
 	dealsDone  bool
-	responses  map[[2]uint32][]byte // (dealer, responder) -> response
-	respDone   bool
-	justifs    map[[32]byte][]byte
-	justDone   bool
+	// responses and justifs hold only items that passed the checks of
+	// crypto.DKG.CheckResponse / CheckJustification (or that this member
+	// made), by slot, at most maxPerSlot / maxJustPerSlot each: a forged
+	// copy never takes a slot, so it cannot block the genuine one.
+	responses map[slot][][]byte
+	respDone  bool
+	justifs   map[slot][][]byte
+	justDone  bool
+	// stored holds the SHA-256 of every item in responses and justifs, so
+	// a copy of one is skipped before any decoding.
+	stored map[[32]byte]bool
+	// refused counts the forged items each peer relayed (reported once per
+	// peer; within one reply, past maxRefused refused items the rest of
+	// the reply is skipped).
+	refused    map[peer.ID]int
 	complaints [][]byte // this member's complaints about missing deals
 	complDone  bool
 	hash       *[32]byte
@@ -246,8 +279,8 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil, fmt.Errorf("dkg: identity: %w", err)
 	}
 	r := &runner{cfg: cfg, self: self, out: cfg.Progress, byID: map[peer.ID]*participant{},
-		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[[2]uint32][]byte{},
-		justifs: map[[32]byte][]byte{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
+		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[slot][][]byte{},
+		justifs: map[slot][][]byte{}, stored: map[[32]byte]bool{}, refused: map[peer.ID]int{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
 	add := func(id string, oldIdx, newIdx int, addrs []string) error {
 		pid, err := peer.Decode(id)
 		if err != nil {
@@ -304,6 +337,9 @@ func newRunner(cfg Config) (*runner, error) {
 	}
 	if cfg.OldCluster == nil && cfg.OldShare != nil {
 		return nil, errors.New("dkg: an old share needs the old cluster file")
+	}
+	if h := cfg.hooks; h != nil && h.started != nil {
+		h.started(r)
 	}
 	return r, nil
 }
@@ -454,7 +490,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.deals[r.newByIndex(i).id] = d
 	}
 	if ownResp != nil {
-		r.addResponse(ownResp)
+		r.addOwnResponse(ownResp)
 	}
 	r.dealsDone = true
 	r.mu.Unlock()
@@ -476,6 +512,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			default:
 				return false
 			}
+			if di, err := crypto.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
+				// A dealer gives only its own deal; anything else is forged,
+				// and counts as no usable deal (we complain about it).
+				r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
+				return true
+			}
 			resp, err := cd.ProcessDeal(payload)
 			if err != nil {
 				r.printf("dkg: deal from %s refused: %v", p, err)
@@ -485,7 +527,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			got[p.id] = true
 			gotMu.Unlock()
 			r.mu.Lock()
-			r.addResponse(resp)
+			r.addOwnResponse(resp)
 			r.mu.Unlock()
 			return true
 		}, nil); err != nil {
@@ -505,10 +547,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// concern our deal: process everything we hold once more (duplicates
 	// are refused by kyber and ignored here).
 	r.mu.Lock()
-	all := make([][]byte, 0, len(r.responses))
-	for _, v := range r.responses {
-		all = append(all, v)
-	}
+	all := r.allResponses()
 	r.mu.Unlock()
 	for _, it := range all {
 		r.processResponse(cd, it)
@@ -522,19 +561,24 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			if got[p.id] {
 				continue
 			}
-			sid := r.sessionOf(uint32(r.dealerIndex(p) - 1))
-			if sid == nil {
+			// One complaint per session the (checked) responses report:
+			// the members holding the deal accept only the one with its
+			// session, so a relabelled response cannot misdirect it.
+			sids := r.sessionsOf(uint32(r.dealerIndex(p) - 1))
+			if len(sids) == 0 {
 				continue // nobody got a deal from it: excluded everywhere
 			}
-			c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
-			if err != nil {
-				r.printf("dkg: cannot complain about %s: %v", p, err)
-				continue
+			for _, sid := range sids {
+				c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
+				if err != nil {
+					r.printf("dkg: cannot complain about %s: %v", p, err)
+					continue
+				}
+				r.mu.Lock()
+				r.complaints = append(r.complaints, c)
+				r.addOwnResponse(c)
+				r.mu.Unlock()
 			}
-			r.mu.Lock()
-			r.complaints = append(r.complaints, c)
-			r.addResponse(c)
-			r.mu.Unlock()
 			r.printf("dkg: complained that %s sent no usable deal", p)
 		}
 	}
@@ -554,20 +598,34 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if st != statusOK {
 			return false
 		}
+		bad := 0
 		items, err := decodeList(payload)
 		if err != nil {
-			r.printf("dkg: justifications from %s: %v", p, err)
+			r.refuse(p, "justifications", err, &bad)
 			return true
 		}
+		seen := map[[32]byte]bool{}
 		for _, it := range items {
+			ok, skip := r.fresh(p, "justification", it, seen, &bad)
+			if skip {
+				return true
+			}
+			if !ok {
+				continue
+			}
+			s, err := cd.CheckJustification(it)
+			if err != nil {
+				if r.refuse(p, "justification", err, &bad) {
+					return true
+				}
+				continue
+			}
 			r.mu.Lock()
-			k := sha256.Sum256(it)
-			_, seen := r.justifs[k]
-			r.justifs[k] = it
+			isNew := r.storeJustification(slot{s.Dealer, s.Member}, it)
 			r.mu.Unlock()
-			if !seen {
+			if isNew {
 				if err := cd.ProcessJustification(it); err != nil {
-					r.printf("dkg: justification relayed by %s refused: %v", p, err)
+					r.printf("dkg: justification relayed by %s: %v", p, err)
 				}
 			}
 		}
@@ -576,16 +634,17 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	for _, it := range r.justifs {
-		_ = cd.ProcessJustification(it) // our own; duplicates are harmless
+	var held [][]byte
+	for _, js := range r.justifs {
+		held = append(held, js...)
 	}
 	// A justification may have given us a deal we never got: the other
 	// members' responses to it can be processed now.
-	all = all[:0]
-	for _, v := range r.responses {
-		all = append(all, v)
-	}
+	all = r.allResponses()
 	r.mu.Unlock()
+	for _, it := range held {
+		_ = cd.ProcessJustification(it) // checked or our own; duplicates are harmless
+	}
 	for _, it := range all {
 		_, _ = cd.ProcessResponse(it) // duplicates are refused by kyber
 	}
@@ -831,51 +890,132 @@ func (r *runner) newOthers(ps []*participant) []*participant {
 	return out
 }
 
-// sessionOf returns the session ID of dealer d's deal (0-based) that most
-// responders report, or nil if no response concerns it.
-func (r *runner) sessionOf(d uint32) []byte {
+// sessionsOf returns the session IDs that checked responses report for
+// dealer d's deal (0-based), the most reported first, or nil if no
+// response concerns it. Responses do not sign their dealer index, so a
+// relay can relabel one dealer's responses as another's; CheckResponse
+// drops those whose session this member knows to be another dealer's, and
+// the rest are all returned, at most one per dealer.
+func (r *runner) sessionsOf(d uint32) [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	count := map[string]int{}
-	for k, v := range r.responses {
-		if k[0] != d {
+	for k, vs := range r.responses {
+		if k.dealer != d {
 			continue
 		}
-		if resp, err := crypto.DecodeDKGResponse(v); err == nil {
-			count[string(resp.Response.SessionID)]++
+		for _, v := range vs {
+			if resp, err := crypto.DecodeDKGResponse(v); err == nil {
+				count[string(resp.Response.SessionID)]++
+			}
 		}
 	}
-	best, n := "", 0
-	for sid, c := range count {
-		if c > n || c == n && sid < best {
-			best, n = sid, c
+	sids := make([]string, 0, len(count))
+	for sid := range count {
+		sids = append(sids, sid)
+	}
+	slices.SortFunc(sids, func(a, b string) int {
+		if count[a] != count[b] {
+			return count[b] - count[a]
 		}
+		return strings.Compare(a, b)
+	})
+	var out [][]byte
+	for _, sid := range sids[:min(len(sids), r.maxPerSlot())] {
+		out = append(out, []byte(sid))
 	}
-	if n == 0 {
-		return nil
-	}
-	return []byte(best)
+	return out
 }
 
-// addResponse stores a response by (dealer, responder); it reports whether
-// it was new. r.mu must be held.
+// maxPerSlot bounds the responses kept per (dealer, responder): one per
+// dealer session a responder could have signed (see sessionsOf).
+func (r *runner) maxPerSlot() int {
+	n := 0
+	for _, p := range r.parts {
+		if r.isDealer(p) {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// maxRefused is how many refused items (forged, for another session, or
+// repeated) one reply may hold before the rest of it is skipped unread,
+// which bounds the decoding and signature checks a peer can cause per
+// phase. Every member serves its own items first and relays only items it
+// checked, so what a reply loses this way is at most relayed copies of
+// items their authors serve themselves; a Byzantine member can only make
+// honest members skip what it sends, which it could withhold anyway.
+func (r *runner) maxRefused() int { return 2 * len(r.parts) }
+
+// refuse counts a refused item in p's reply (bad counts them for this
+// reply), counts and reports it against p if it is forged (the first time
+// per peer), and reports whether the rest of the reply must be skipped.
+func (r *runner) refuse(p *participant, what string, err error, bad *int) bool {
+	*bad++
+	if !errors.Is(err, crypto.ErrDKGSession) {
+		r.mu.Lock()
+		r.refused[p.id]++
+		n := r.refused[p.id]
+		r.mu.Unlock()
+		if n == 1 {
+			r.printf("dkg: %s relayed by %s refused: %v", what, p, err)
+		}
+	}
+	if *bad == r.maxRefused() {
+		r.printf("dkg: %s sent %d refused items in one reply: skipping the rest of it", p, *bad)
+	}
+	return *bad >= r.maxRefused()
+}
+
+// fresh reports whether item it is neither stored already nor repeated in
+// the current reply (seen); a repeat counts as refused, and skip reports
+// whether the rest of the reply must be skipped.
+func (r *runner) fresh(p *participant, what string, it []byte, seen map[[32]byte]bool, bad *int) (ok, skip bool) {
+	h := sha256.Sum256(it)
+	if seen[h] {
+		return false, r.refuse(p, what, errors.New("item repeated in one reply"), bad)
+	}
+	seen[h] = true
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.stored[h], false
+}
+
 // pullResponses is the phase step that fetches one member's responses or
-// complaints (kind; both are kyber responses), keeps the new ones and
-// records the justifications they call for.
+// complaints (kind; both are kyber responses), checks each before it
+// takes a slot, keeps the new ones and records the justifications they
+// call for.
 func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(context.Context, *participant) bool {
 	return func(ctx context.Context, p *participant) bool {
 		st, payload := r.fetch(ctx, p, kind)
 		if st != statusOK {
 			return false
 		}
+		bad := 0
 		items, err := decodeList(payload)
 		if err != nil {
-			r.printf("dkg: %s from %s: %v", what, p, err)
+			r.refuse(p, what, err, &bad)
 			return true
 		}
+		seen := map[[32]byte]bool{}
 		for _, it := range items {
+			ok, skip := r.fresh(p, what, it, seen, &bad)
+			if skip {
+				return true
+			}
+			if !ok {
+				continue
+			}
+			s, err := cd.CheckResponse(it)
+			if err != nil {
+				if r.refuse(p, what, err, &bad) {
+					return true
+				}
+				continue
+			}
 			r.mu.Lock()
-			isNew := r.addResponse(it)
+			isNew := r.storeResponse(s, it)
 			r.mu.Unlock()
 			if isNew {
 				r.processResponse(cd, it)
@@ -888,24 +1028,80 @@ func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(con
 // processResponse feeds a response to the DKG and keeps the justification
 // it calls for, if any (a duplicate is refused by kyber and ignored).
 func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
-	if j, err := cd.ProcessResponse(it); err == nil && j != nil {
-		r.mu.Lock()
-		r.justifs[sha256.Sum256(j)] = j
-		r.mu.Unlock()
+	j, err := cd.ProcessResponse(it)
+	if err != nil || j == nil {
+		return
 	}
+	dj, err := crypto.DecodeDKGJustification(j)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.storeJustification(slot{dj.Index, dj.Justification.Index}, j)
+	r.mu.Unlock()
 }
 
-func (r *runner) addResponse(b []byte) bool {
+// addOwnResponse stores a response or complaint this member made. r.mu
+// must be held.
+func (r *runner) addOwnResponse(b []byte) {
 	resp, err := crypto.DecodeDKGResponse(b)
 	if err != nil {
+		return
+	}
+	r.storeResponse(crypto.DKGSlot{Dealer: resp.Index, Member: resp.Response.Index}, b)
+}
+
+// storeResponse stores a checked response in its slot unless it is there
+// already or the slot is full; it reports whether it stored it. r.mu must
+// be held.
+func (r *runner) storeResponse(s crypto.DKGSlot, b []byte) bool {
+	k, h := slot{s.Dealer, s.Member}, sha256.Sum256(b)
+	if vs := r.responses[k]; len(vs) >= r.maxPerSlot() || r.stored[h] {
 		return false
 	}
-	k := [2]uint32{resp.Index, resp.Response.Index}
-	if _, ok := r.responses[k]; ok {
-		return false
-	}
-	r.responses[k] = b
+	r.responses[k] = append(r.responses[k], b)
+	r.stored[h] = true
 	return true
+}
+
+// storeJustification is storeResponse for justifications. r.mu must be
+// held.
+func (r *runner) storeJustification(k slot, b []byte) bool {
+	h := sha256.Sum256(b)
+	if len(r.justifs[k]) >= maxJustPerSlot || r.stored[h] {
+		return false
+	}
+	r.justifs[k] = append(r.justifs[k], b)
+	r.stored[h] = true
+	return true
+}
+
+// allResponses lists every stored response: this member's own first (so
+// that a reader never skips them, see maxRefused), then in slot order.
+// r.mu must be held.
+func (r *runner) allResponses() [][]byte {
+	keys := make([]slot, 0, len(r.responses))
+	for k := range r.responses {
+		keys = append(keys, k)
+	}
+	own := uint32(max(r.me.newIdx-1, 0))
+	slices.SortFunc(keys, func(a, b slot) int {
+		if ao, bo := r.me.newIdx > 0 && a.member == own, r.me.newIdx > 0 && b.member == own; ao != bo {
+			if ao {
+				return -1
+			}
+			return 1
+		}
+		if a.dealer != b.dealer {
+			return int(a.dealer) - int(b.dealer)
+		}
+		return int(a.member) - int(b.member)
+	})
+	var out [][]byte
+	for _, k := range keys {
+		out = append(out, r.responses[k]...)
+	}
+	return out
 }
 
 // phase polls every peer in ps with fetch until fetch reports done for
@@ -923,6 +1119,12 @@ func (r *runner) phase(parent context.Context, name string, ps []*participant, f
 			}
 		}
 		return out
+	}
+	if h := r.cfg.hooks; h != nil && h.step != nil {
+		inner := fetch
+		fetch = func(ctx context.Context, p *participant) bool {
+			return h.step(name, p.id, func() bool { return inner(ctx, p) })
+		}
 	}
 	r.printf("dkg: phase %s: waiting for %d members", name, len(ps))
 	last := ""
@@ -999,17 +1201,27 @@ func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
 	if st != statusOK {
 		return false
 	}
+	bad := 0
 	items, err := decodeList(payload)
 	if err != nil {
+		r.refuse(p, "keys", err, &bad)
 		return false
 	}
 	for _, it := range items {
+		if bad >= r.maxRefused() {
+			break
+		}
 		k, err := parseKeyRecord(it)
-		if err != nil || k.Ceremony != r.ceremony {
+		if err == nil && k.Ceremony != r.ceremony {
+			err = errors.New("key for another ceremony")
+		}
+		if err != nil {
+			r.refuse(p, "ceremony key", err, &bad)
 			continue
 		}
 		pid, err := peer.Decode(k.PeerID)
 		if err != nil || r.byID[pid] == nil {
+			r.refuse(p, "ceremony key", fmt.Errorf("not a member: %q", k.PeerID), &bad)
 			continue
 		}
 		r.mu.Lock()
@@ -1023,6 +1235,7 @@ func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
 			continue
 		}
 		if ok, err := pub.Verify(k.signedBytes(), k.Sig); err != nil || !ok {
+			r.refuse(p, "ceremony key", fmt.Errorf("bad signature for %s", pid), &bad)
 			continue
 		}
 		r.mu.Lock()
@@ -1074,6 +1287,9 @@ func (r *runner) serve(s network.Stream) {
 		return
 	}
 	reply := r.answer(from, req)
+	if h := r.cfg.hooks; h != nil && h.answer != nil {
+		reply = h.answer(r, from, req.Kind, reply)
+	}
 	if err := writeFrame(s, reply); err != nil {
 		_ = s.Reset()
 	}
@@ -1119,21 +1335,22 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 		if !r.respDone {
 			return []byte{statusNotReady}
 		}
-		items := make([][]byte, 0, len(r.responses))
-		for _, v := range r.responses {
-			items = append(items, v)
-		}
-		return append([]byte{statusOK}, encodeList(items)...)
+		return append([]byte{statusOK}, encodeList(r.allResponses())...)
 	case kindJustifications:
 		if !r.justDone {
 			return []byte{statusNotReady}
 		}
 		r.justFetch[from] = true
-		items := make([][]byte, 0, len(r.justifs))
-		for _, v := range r.justifs {
-			items = append(items, v)
+		// Our own justifications first (see maxRefused).
+		var own, relayed [][]byte
+		for k, js := range r.justifs {
+			if r.isDealer(r.me) && int(k.dealer) == r.dealerIndex(r.me)-1 {
+				own = append(own, js...)
+			} else {
+				relayed = append(relayed, js...)
+			}
 		}
-		return append([]byte{statusOK}, encodeList(items)...)
+		return append([]byte{statusOK}, encodeList(append(own, relayed...))...)
 	case kindComplaints:
 		if !r.complDone {
 			return []byte{statusNotReady}
