@@ -143,7 +143,9 @@ func NewCluster(f ClusterFile) (*Cluster, error) {
 	}
 	key, err := crypto.NewGroupKey(f.N, commits)
 	if err != nil {
-		return bad("group key: %v", err)
+		// %w twice: callers can match ErrBadClusterFile and the crypto
+		// reason (crypto.ErrNotInSubgroup, for one).
+		return nil, fmt.Errorf("%w: group key: %w", ErrBadClusterFile, err)
 	}
 	id := NewClusterID(f.Name, key.PublicKey())
 	if f.ClusterID != id.String() {
