@@ -194,7 +194,7 @@ func TestSharedIdentityClientsExclude(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Acquire(ctx, res, client.WithWait(scale*40*time.Second), client.WithTTL(scale*time.Second))
+			l, err := c.Acquire(ctx, res, client.WithWait(scale*40*time.Second), client.WithTTL(scale*600*time.Millisecond))
 			if err != nil {
 				errs[i] = fmt.Errorf("replica %d: acquire: %w", i, err)
 				return
@@ -268,7 +268,7 @@ var scenarioKindSeeds = []struct {
 	has   func(p scenarioPlan) bool
 }{
 	{"shared-identity", []int64{6, 16}, func(p scenarioPlan) bool { return p.sharedIdentities() }},
-	{"reshare", []int64{75}, func(p scenarioPlan) bool { return p.era != nil }},
+	{"reshare", []int64{166}, func(p scenarioPlan) bool { return p.era != nil }},
 	{"reshare+era-relay", []int64{0, 30}, func(p scenarioPlan) bool { return p.era != nil && len(p.era.relays) > 0 }},
 }
 

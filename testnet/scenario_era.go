@@ -34,12 +34,15 @@ import (
 const scenarioRelayEvery = 50 * time.Millisecond
 
 // scenarioReshareTimeout bounds each DKG phase of a scenario's resharing
-// (times TimeScale); it is only waited out if a member stalls. Phases take
+// (plus a second per TimeScale above 1); it is only waited out if a member
+// stalls. Phases take
 // well under a second here, but one wait is routine: a leaving old member
 // lingers only until the new members fetched its justifications, so a
 // leaving member still pulling them from it can wait out a whole phase
-// (internal/dkg runner.linger). At the default 10 s that cost a seed 11 s.
-const scenarioReshareTimeout = 3 * time.Second
+// (internal/dkg runner.linger). At the default 10 s that cost a seed 11 s;
+// at 3 s a 10-member resharing under load came close to timing out a
+// phase for real (which fails the scenario as a liveness violation).
+const scenarioReshareTimeout = 5 * time.Second
 
 // eraRun is the resharing of one scenario.
 type eraRun struct {
@@ -56,6 +59,7 @@ type eraRun struct {
 	ready chan struct{} // closed once nw runs or the resharing failed
 	nw    *Network      // the new group; set before ready closes
 	err   error         // set before ready closes
+	wrong string        // set with err when the DKG made a wrong cluster file (a violation)
 	took  time.Duration
 
 	mu      sync.Mutex
@@ -64,7 +68,7 @@ type eraRun struct {
 }
 
 func newEraRun(p scenarioPlan, old *Network, dir string, seed int64, scale time.Duration) *eraRun {
-	e := &eraRun{plan: p.era, p: p, old: old, dir: dir, seed: seed, feed: NewEraFeed(), timeout: scenarioReshareTimeout * scale,
+	e := &eraRun{plan: p.era, p: p, old: old, dir: dir, seed: seed, feed: NewEraFeed(), timeout: scenarioReshareTimeout + (scale-1)*time.Second,
 		relays: map[int]*EraRelayer{}, ready: make(chan struct{}), clients: map[int]*client.Client{}}
 	var colluder lcrypto.PrivKey
 	if p.era.colluder >= 0 {
@@ -115,7 +119,8 @@ func (e *eraRun) run(ctx context.Context, wstart time.Time, done <-chan struct{}
 		return
 	}
 	if keys.Cluster.File.EpochFloor != e.newFloor || keys.Cluster.ID != e.old.Keys.Cluster.ID {
-		e.err = fmt.Errorf("reshare: new cluster file has floor %d and ID %s, want %d and %s", keys.Cluster.File.EpochFloor, keys.Cluster.ID, e.newFloor, e.old.Keys.Cluster.ID)
+		e.wrong = fmt.Sprintf("era: the reshared cluster file has floor %d and ID %s, want protocol.NextEpochFloor's %d and the original %s", keys.Cluster.File.EpochFloor, keys.Cluster.ID, e.newFloor, e.old.Keys.Cluster.ID)
+		e.err = errors.New(e.wrong)
 		return
 	}
 	nw, err := StartKeys(keys, Options{Rules: e.p.rules()})
@@ -303,6 +308,20 @@ func (e *eraRun) report(o *oracle, rep *ScenarioReport) {
 		st := r.Stats()
 		rep.EraSent += st.Sent
 		rep.EraRefused += st.OtherEra
+		for c, n := range st.Codes {
+			if c != protocol.CodeOtherEra {
+				if rep.EraOther == nil {
+					rep.EraOther = map[string]int{}
+				}
+				rep.EraOther[c.String()] += n
+			}
+		}
+		if st.Failed > 0 {
+			if rep.EraOther == nil {
+				rep.EraOther = map[string]int{}
+			}
+			rep.EraOther["no reply"] += st.Failed
+		}
 		for _, a := range st.Accepted {
 			o.violate("era: relayed by old node %d: honest old %s (it must refuse with CodeOtherEra)", i, a)
 		}
