@@ -372,7 +372,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder.ID, req.Resource)), nil
 	}
 	if e := n.laterEraEpoch(req.Epoch, req.Proof); e != 0 {
-		o := n.cfg.Rules.refuseLaterEra(Outcome{}, e)
+		o := n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Resource}}, e)
 		n.noteLaterEra(o, from)
 		return refuse(o.Code, 0, o.Message), nil
 	}
@@ -479,7 +479,7 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
-		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{}, e), nil)
+		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
 	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
@@ -514,7 +514,7 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return protocol.Ack{Code: protocol.CodeNotHolder, Message: "only the holder may release"}.Marshal(), nil
 	}
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
-		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{}, e), nil)
+		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
 	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
