@@ -306,8 +306,9 @@ func (s *sigBudget) prune(now time.Time) {
 	}
 }
 
-// digestSet is a bounded set of token digests (canonical encodings, never
-// raw bytes); when full it starts over.
+// digestSet is a bounded set of token digests (of canonical encodings,
+// never raw bytes): the verified-token cache and the bad-signature cache.
+// When full it starts over.
 type digestSet struct {
 	mu  sync.Mutex
 	max int

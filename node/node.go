@@ -132,8 +132,8 @@ type Node struct {
 	closed  bool
 
 	shards   [numShards]shard
-	inflight sync.Map // peer.ID -> chan struct{}
-	verified tokenCache
+	inflight sync.Map  // peer.ID -> chan struct{}
+	verified digestSet // digests of verified tokens
 
 	// Per-peer bounds (limits.go, records.go, evidence_limits.go).
 	limits    limitCounters
@@ -611,27 +611,4 @@ func (n *Node) verifyToken(t protocol.Token, resource string) error {
 	}
 	n.verified.add(d)
 	return nil
-}
-
-// tokenCache remembers digests of verified tokens, up to max.
-type tokenCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[[32]byte]struct{}
-}
-
-func (c *tokenCache) has(d [32]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.m[d]
-	return ok
-}
-
-func (c *tokenCache) add(d [32]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[[32]byte]struct{}, c.max)
-	}
-	c.m[d] = struct{}{}
 }
