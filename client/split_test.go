@@ -48,22 +48,26 @@ func TestTallyMostVotesGoesFirst(t *testing.T) {
 // TestTallyTieAgreed: two contenders with equal votes, each seeing the
 // other's as busy, agree that exactly one of them goes first, and which one
 // changes with the epoch (no client always wins ties).
-func TestTallyTieAgreed(t *testing.T) {
-	firsts := map[string]int{}
+func TestTallyTieAgreed(t *testing.T) { checkTieAgreed(t, alice, bob) }
+
+// checkTieAgreed runs TestTallyTieAgreed's check for contenders x and y.
+func checkTieAgreed(t *testing.T, x, y protocol.Holder) {
+	t.Helper()
+	firsts := map[protocol.Holder]int{}
 	for epoch := uint64(1); epoch <= 64; epoch++ {
-		a, b := round{holder: alice}, round{holder: bob}
-		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(bob, epoch, time.Second), pendingBusy(bob, epoch, time.Second)})
-		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice, epoch, time.Second), pendingBusy(alice, epoch, time.Second)})
+		a, b := round{holder: x}, round{holder: y}
+		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(y, epoch, time.Second), pendingBusy(y, epoch, time.Second)})
+		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(x, epoch, time.Second), pendingBusy(x, epoch, time.Second)})
 		require.NotEqual(t, a.split, b.split, "epoch %d", epoch)
 		require.Contains(t, []splitRole{splitFirst, splitLater}, a.split)
 		if a.split == splitFirst {
-			firsts["alice"]++
+			firsts[x]++
 		} else {
-			firsts["bob"]++
+			firsts[y]++
 		}
 	}
-	require.Greater(t, firsts["alice"], 0)
-	require.Greater(t, firsts["bob"], 0)
+	require.Greater(t, firsts[x], 0)
+	require.Greater(t, firsts[y], 0)
 }
 
 // TestTallyStuckVotes: a rival whose votes at one epoch are met in two
@@ -139,20 +143,5 @@ func TestRefusalConsistent(t *testing.T) {
 // are two contenders. Each sees the other's uncommitted votes as a rival's
 // (not its own), and they agree which one goes first.
 func TestTallySessionsOfOneIdentity(t *testing.T) {
-	alice2 := protocol.Holder{ID: alice.ID, Session: protocol.SessionID{0xa2}}
-	firsts := map[protocol.Holder]int{}
-	for epoch := uint64(1); epoch <= 64; epoch++ {
-		a, b := round{holder: alice}, round{holder: alice2}
-		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice2, epoch, time.Second), pendingBusy(alice2, epoch, time.Second)})
-		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(alice, epoch, time.Second), pendingBusy(alice, epoch, time.Second)})
-		require.NotEqual(t, a.split, b.split, "epoch %d", epoch)
-		require.Contains(t, []splitRole{splitFirst, splitLater}, a.split)
-		if a.split == splitFirst {
-			firsts[alice]++
-		} else {
-			firsts[alice2]++
-		}
-	}
-	require.Greater(t, firsts[alice], 0)
-	require.Greater(t, firsts[alice2], 0)
+	checkTieAgreed(t, alice, protocol.Holder{ID: alice.ID, Session: protocol.SessionID{0xa2}})
 }
