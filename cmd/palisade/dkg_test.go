@@ -107,7 +107,7 @@ func TestProcessesDKG(t *testing.T) {
 	token := strings.TrimSpace(r.stdout)
 	r = runBin(ctx, t, 30*time.Second, bin, "verify", "--cluster", clusterFile, token)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `^resource=orders-db epoch=1 holder=12D3KooW\S+\n$`, r.stdout)
+	require.Regexp(t, `^resource=orders-db epoch=1 holder=12D3KooW\S+ session=[0-9a-f]{32}\n$`, r.stdout)
 }
 
 // runDKGProc runs one ceremony command and returns its result; unlike
