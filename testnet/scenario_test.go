@@ -317,7 +317,7 @@ func TestOracleCatchesViolations(t *testing.T) {
 	// Nothing acquired.
 	o = fresh()
 	o.tm.liveness = time.Second
-	o.checkLiveness()
+	o.checkLiveness(0)
 	require.True(t, has(o, "liveness:"), "%v", o.violations)
 }
 

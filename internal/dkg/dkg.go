@@ -658,9 +658,10 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.printf("dkg: qualified dealers %v; excluded: %s", qual, orNone(res.Excluded))
 
 	if r.me.newIdx == 0 {
-		// A leaving old member: nothing to receive. Keep serving until the
-		// new members have fetched what they need.
-		r.linger(ctx, r.newOthers(present), func(p *participant) bool {
+		// A leaving old member: nothing to receive. Keep serving until
+		// every other present member (new ones, and leaving ones, which
+		// run the justifications phase too) has fetched what it needs.
+		r.linger(ctx, r.others(present), func(p *participant) bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return r.justFetch[p.id]
@@ -1292,6 +1293,26 @@ func (r *runner) serve(s network.Stream) {
 	}
 	if err := writeFrame(s, reply); err != nil {
 		_ = s.Reset()
+		return
+	}
+	// A member lingers until the others have its justifications and its
+	// cluster.json hash, then closes its host. Count an item as fetched
+	// only once the reader has it (it closes the stream after reading the
+	// reply), not when the reply is written: written bytes can still be
+	// lost with the host, and the reader would then wait out a phase.
+	if len(reply) == 0 || reply[0] != statusOK || (req.Kind != kindHash && req.Kind != kindJustifications) {
+		return
+	}
+	_ = s.CloseWrite()
+	if _, err := io.Copy(io.Discard, io.LimitReader(s, 1)); err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if req.Kind == kindHash {
+		r.hashFetch[from] = true
+	} else {
+		r.justFetch[from] = true
 	}
 }
 
@@ -1340,7 +1361,6 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 		if !r.justDone {
 			return []byte{statusNotReady}
 		}
-		r.justFetch[from] = true
 		// Our own justifications first (see maxRefused).
 		var own, relayed [][]byte
 		for k, js := range r.justifs {
@@ -1360,7 +1380,6 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 		if r.hash == nil {
 			return []byte{statusNotReady}
 		}
-		r.hashFetch[from] = true
 		return append([]byte{statusOK}, r.hash[:]...)
 	}
 	return []byte{statusNone}
