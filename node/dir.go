@@ -230,7 +230,7 @@ func ReadEvidence(dir string) ([]protocol.Evidence, error) {
 		return nil, err
 	}
 	for i, ev := range evs {
-		if err := p2p.VerifyEvidence(c, ev); err != nil {
+		if err := protocol.VerifyEvidence(c, ev); err != nil {
 			return nil, fmt.Errorf("node: evidence line %d does not verify: %w", i+1, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -101,7 +100,7 @@ func (n *Node) handleEvidenceBounded(_ context.Context, from peer.ID, b []byte) 
 		return bad("too many bad signatures from this peer: evidence not checked, try again later")
 	}
 	n.limits.evidenceChecks.Add(1)
-	if err := p2p.VerifyEvidence(n.cfg.Cluster, ev); err != nil {
+	if err := protocol.VerifyEvidence(n.cfg.Cluster, ev); err != nil {
 		n.sigBudget.charge(from, n.clock.Now())
 		return bad(err.Error())
 	}

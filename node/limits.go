@@ -78,7 +78,8 @@ func (l *Limits) fill() {
 type LimitStats struct {
 	// CachedRecords is the number of records in memory now.
 	CachedRecords int
-	// TokenChecks counts pairing checks of tokens run by the guard;
+	// TokenChecks counts signature checks of tokens run by the guard
+	// (a token already in the verifier's cache costs no pairing);
 	// BadTokens those that failed; ThrottledTokens tokens refused without
 	// a check because their sender's budget was empty; CachedBadTokens
 	// tokens refused because the same token had failed before.
@@ -212,18 +213,17 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 	return nil, false, nil
 }
 
-// checkTokenFrom runs the pairing check of a token sent by peer p under
+// checkTokenFrom runs the signature check of a token sent by peer p under
 // p's budget of failed checks. It reports bad with a message when the
 // token must be refused; tokens that fail a cheap check are left to the
-// handler (verifyToken), which refuses them without a pairing.
+// handler (verifyToken), which refuses them without a pairing. A token
+// that passes is in the verifier's cache, so the handler's check costs no
+// second pairing.
 func (n *Node) checkTokenFrom(p peer.ID, t protocol.Token, resource string) (msg string, bad bool) {
 	if t.Cluster != n.cfg.Cluster.ID || t.Resource != resource || t.Validate() != nil {
 		return "", false
 	}
 	d := t.Digest()
-	if n.verified.has(d) {
-		return "", false
-	}
 	if n.badSigs.has(d) {
 		n.limits.cachedBad.Add(1)
 		return "token signature: does not verify (seen before)", true
@@ -233,13 +233,12 @@ func (n *Node) checkTokenFrom(p peer.ID, t protocol.Token, resource string) (msg
 		return "too many bad signatures from this peer: token not checked, try again later", true
 	}
 	n.limits.tokenChecks.Add(1)
-	if err := n.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature); err != nil {
+	if err := n.verifyToken(t, resource); err != nil {
 		n.limits.badTokens.Add(1)
 		n.sigBudget.charge(p, n.clock.Now())
 		n.badSigs.add(d)
-		return fmt.Sprintf("token signature: %v", err), true
+		return err.Error(), true
 	}
-	n.verified.add(d)
 	return "", false
 }
 
@@ -307,8 +306,8 @@ func (s *sigBudget) prune(now time.Time) {
 }
 
 // digestSet is a bounded set of token digests (of canonical encodings,
-// never raw bytes): the verified-token cache and the bad-signature cache.
-// When full it starts over.
+// never raw bytes): the bad-signature cache. (Verified tokens are cached by
+// the node's verifier.) When full it starts over.
 type digestSet struct {
 	mu  sync.Mutex
 	max int

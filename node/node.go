@@ -21,8 +21,8 @@ import (
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier"
 )
 
 var log = logging.Logger("palisade/node")
@@ -111,6 +111,11 @@ func (c *Config) Validate() error {
 
 const numShards = 64
 
+// verifiedTokenCache is how many verified tokens a node remembers so that
+// a token shown again (a Commit relayed by members, a Release, an Acquire
+// proof) costs no second pairing.
+const verifiedTokenCache = 4096
+
 type shard struct {
 	mu   sync.Mutex
 	recs map[string]Record
@@ -132,8 +137,8 @@ type Node struct {
 	closed  bool
 
 	shards   [numShards]shard
-	inflight sync.Map  // peer.ID -> chan struct{}
-	verified digestSet // digests of verified tokens
+	inflight sync.Map           // peer.ID -> chan struct{}
+	verifier *verifier.Verifier // token checks, with the verified-token cache
 
 	// Per-peer bounds (limits.go, records.go, evidence_limits.go).
 	limits    limitCounters
@@ -165,7 +170,7 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	for i := range n.shards {
 		n.shards[i].recs = map[string]Record{}
 	}
-	n.verified.max = 4096
+	n.verifier = verifier.New(cfg.Cluster, verifier.WithCacheSize(verifiedTokenCache))
 	n.initLimits()
 	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.guard(protocol.ProtoStatus, n.handleStatus)))
 	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.guard(protocol.ProtoAcquire, n.handleAcquire)))
@@ -553,7 +558,7 @@ func (n *Node) checkVoteProof(req protocol.AcquireRequest) (uint64, error) {
 		if v.Statement.Resource != req.Resource {
 			return 0, fmt.Errorf("vote of node %d is for resource %q", v.Node, v.Statement.Resource)
 		}
-		if err := p2p.VerifyVote(n.cfg.Cluster, v); err != nil {
+		if err := protocol.VerifyVote(n.cfg.Cluster, v); err != nil {
 			return 0, err
 		}
 		if prev, ok := best[v.Node]; ok {
@@ -589,26 +594,10 @@ func (n *Node) recordEvidence(ev protocol.Evidence) {
 	}
 }
 
-// verifyToken checks a token for this cluster and resource: cheap checks
-// first, the pairing last, and a cache keyed on the canonical encoding so a
-// token is paid for once.
+// verifyToken checks a token for this cluster and resource through the
+// node's verifier: cheap checks first (cluster, fields, resource), the
+// pairing last, and the verifier's bounded cache of verified tokens so a
+// token is paid for once (S2: only a signature under the group key counts).
 func (n *Node) verifyToken(t protocol.Token, resource string) error {
-	if t.Cluster != n.cfg.Cluster.ID {
-		return fmt.Errorf("token is for cluster %s", t.Cluster)
-	}
-	if t.Resource != resource {
-		return fmt.Errorf("token is for resource %q", t.Resource)
-	}
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	d := t.Digest()
-	if n.verified.has(d) {
-		return nil
-	}
-	if err := n.cfg.Cluster.Key.Verify(t.SignedBytes(), t.Signature); err != nil {
-		return fmt.Errorf("token signature: %w", err)
-	}
-	n.verified.add(d)
-	return nil
+	return n.verifier.VerifyFor(t, resource)
 }

@@ -77,7 +77,7 @@ type Evidence struct {
 
 // Check reports whether the two votes conflict (same node, cluster,
 // resource and epoch, different holders). It does not check signatures:
-// that needs the node's identity key (see internal/p2p.VerifyEvidence).
+// that needs the node's identity key (see VerifyEvidence).
 func (ev Evidence) Check() error {
 	a, b := ev.A, ev.B
 	if a.Node != b.Node || a.Statement.Cluster != b.Statement.Cluster || a.Statement.Resource != b.Statement.Resource || a.Statement.Epoch != b.Statement.Epoch {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -86,16 +85,16 @@ func TestEquivocationEvidence(t *testing.T) {
 	ev := evs[0]
 	require.Equal(t, 1, ev.A.Node)
 	require.NoError(t, ev.Check())
-	require.NoError(t, p2p.VerifyEvidence(nw.Keys.Cluster, ev), "checkable offline")
+	require.NoError(t, protocol.VerifyEvidence(nw.Keys.Cluster, ev), "checkable offline")
 	// Round trip through its wire form, as an operator would receive it.
 	back, err := protocol.UnmarshalEvidence(ev.Marshal())
 	require.NoError(t, err)
-	require.NoError(t, p2p.VerifyEvidence(nw.Keys.Cluster, back))
+	require.NoError(t, protocol.VerifyEvidence(nw.Keys.Cluster, back))
 
 	// Tampered evidence does not verify.
 	bad := ev
 	bad.B.Statement.Holder.Session[0] ^= 1
-	require.Error(t, p2p.VerifyEvidence(nw.Keys.Cluster, bad))
+	require.ErrorIs(t, protocol.VerifyEvidence(nw.Keys.Cluster, bad), protocol.ErrBadVote)
 
 	// Honest nodes got it and wrote it down.
 	require.Eventually(t, func() bool {

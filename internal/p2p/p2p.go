@@ -289,42 +289,20 @@ func PeerIDs(ss ...string) ([]peer.ID, error) {
 	return out, nil
 }
 
-// ErrBadVote reports a signed vote that is not a member's valid vote.
-var ErrBadVote = errors.New("p2p: invalid signed vote")
+// ErrBadVote is protocol.ErrBadVote.
+//
+// Deprecated: use protocol.ErrBadVote. Kept only until client switches to
+// protocol; vote rules do not belong to the transport.
+var ErrBadVote = pproto.ErrBadVote
 
-// VerifyVote checks a signed vote: the voter is a member of c, the vote is
-// for c, and the identity signature (by the member's peer ID key) is valid
-// over the statement's VoteBytes.
-func VerifyVote(c *pproto.Cluster, v pproto.SignedVote) error {
-	if v.Node < 1 || v.Node > len(c.File.Nodes) {
-		return fmt.Errorf("%w: node index %d", ErrBadVote, v.Node)
-	}
-	if v.Statement.Cluster != c.ID {
-		return fmt.Errorf("%w: vote for cluster %s", ErrBadVote, v.Statement.Cluster)
-	}
-	id, err := peer.Decode(c.File.Nodes[v.Node-1].PeerID)
-	if err != nil {
-		return fmt.Errorf("%w: node %d peer ID: %v", ErrBadVote, v.Node, err)
-	}
-	pub, err := id.ExtractPublicKey()
-	if err != nil {
-		return fmt.Errorf("%w: node %d public key: %v", ErrBadVote, v.Node, err)
-	}
-	ok, err := pub.Verify(v.Statement.VoteBytes(), v.IdentitySig)
-	if err != nil || !ok {
-		return fmt.Errorf("%w: node %d identity signature does not verify", ErrBadVote, v.Node)
-	}
-	return nil
-}
+// VerifyVote is protocol.VerifyVote.
+//
+// Deprecated: use protocol.VerifyVote (see ErrBadVote).
+func VerifyVote(c *pproto.Cluster, v pproto.SignedVote) error { return pproto.VerifyVote(c, v) }
 
-// VerifyEvidence checks evidence of equivocation offline: the two votes
-// conflict and both carry the node's valid identity signature.
+// VerifyEvidence is protocol.VerifyEvidence.
+//
+// Deprecated: use protocol.VerifyEvidence (see ErrBadVote).
 func VerifyEvidence(c *pproto.Cluster, ev pproto.Evidence) error {
-	if err := ev.Check(); err != nil {
-		return err
-	}
-	if err := VerifyVote(c, ev.A); err != nil {
-		return err
-	}
-	return VerifyVote(c, ev.B)
+	return pproto.VerifyEvidence(c, ev)
 }
