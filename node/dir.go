@@ -114,14 +114,22 @@ func LoadDir(dir string) (*Dir, error) {
 	return &Dir{Path: dir, Cluster: c, Share: share, Identity: id, Listen: nf.Listen}, nil
 }
 
-// Running is a node started from a directory, with the host and store it
-// owns.
+// Running is a node started from a directory, with the host, connection
+// gater and store it owns.
 type Running struct {
 	*Node
-	Gater *p2p.Gater
+	gater *p2p.Gater
 	host  host.Host
 	store *BoltStore
 }
+
+// Block refuses connections and streams from p even if the cluster file
+// admits it (operator revocation, fault injection in tests) until Unblock.
+// S6: only admitted peers reach the node.
+func (r *Running) Block(p peer.ID) { r.gater.Block(p) }
+
+// Unblock undoes Block.
+func (r *Running) Unblock(p peer.ID) { r.gater.Unblock(p) }
 
 // Start opens the directory's vote store, starts a closed libp2p host that
 // admits only members and configured clients, and runs the node with the
@@ -147,7 +155,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	if err != nil {
 		return nil, err
 	}
-	gater := p2p.NewGater(allowed...)
+	gater := p2p.NewGater(allowed...) // S6: only the cluster file's members and clients connect
 	h, err := p2p.NewHost(d.Identity, d.Listen, gater)
 	if err != nil {
 		_ = store.Close()
@@ -177,7 +185,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	} else {
 		n.seedEvidence(prior)
 	}
-	return &Running{Node: n, Gater: gater, host: h, store: store}, nil
+	return &Running{Node: n, gater: gater, host: h, store: store}, nil
 }
 
 // Close stops the node, then its host and store.
