@@ -91,7 +91,7 @@ func (n *Node) handleEvidenceBounded(_ context.Context, from peer.ID, b []byte) 
 	if ev.A.Node < 1 || ev.A.Node > len(n.cfg.Cluster.File.Nodes) {
 		return bad(fmt.Sprintf("evidence names node %d, not a member", ev.A.Node))
 	}
-	if !n.evidence.wants(ev) {
+	if !n.evidence.wants(ev) { // S6: evidence kept is bounded per accused member
 		n.limits.evidenceDropped.Add(1)
 		return protocol.Ack{Code: protocol.CodeOK, Message: fmt.Sprintf("evidence against node %d already recorded", ev.A.Node)}.Marshal(), nil
 	}

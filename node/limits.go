@@ -148,6 +148,8 @@ func (n *Node) guard(proto string, fn handlerFunc) handlerFunc {
 
 // screen is guard's decision: stop reports that reply (or err) answers the
 // request and the handler must not run.
+//
+// S6: the per-resource ACL and the per-peer pairing budget.
 func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop bool, err error) {
 	denyAck := func(resource string) ([]byte, bool, error) {
 		n.limits.unauth.Add(1)

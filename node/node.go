@@ -242,7 +242,7 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 		defer cancel()
 		_ = s.SetDeadline(time.Now().Add(n.cfg.RequestTimeout))
 
-		release, ok := n.enter(from)
+		release, ok := n.enter(from) // S6: in-flight requests are bounded per peer
 		if !ok {
 			log.Debugw("too many requests in flight", "peer", from, "proto", proto)
 			_ = s.Reset()
@@ -336,6 +336,8 @@ func (n *Node) apply(ctx context.Context, resource string, step func(rec Record,
 		return Outcome{}, err
 	}
 	if o.Changed {
+		// S3: the vote is durable (fsynced) before it leaves: the reply is
+		// built only after Save returns.
 		if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
 			return Outcome{}, fmt.Errorf("save %q: %w", resource, err)
 		}
@@ -369,10 +371,13 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if err != nil {
 		return refuse(protocol.CodeBadRequest, 0, err.Error()), nil
 	}
+	// S6: the holder is the authenticated sender's identity, so the token
+	// is bound to it.
 	holder := protocol.Holder{ID: from.String(), Session: req.Session}
 	if req.Cluster != n.cfg.Cluster.ID {
 		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
 	}
+	// S6: only authorised client identities acquire, per resource pattern.
 	if c, ok := n.cfg.Cluster.Client(holder.ID); !ok || !c.Allows(req.Resource) {
 		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder.ID, req.Resource)), nil
 	}
@@ -405,6 +410,9 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
 		o.Changed = o.Changed || changed
 		o.Audit = append(audit, o.Audit...)
+		// S2: a partial is produced only here, for the statement the rules
+		// just voted for (or re-sent); S1/S3: apply persists it before
+		// the reply leaves.
 		if o.Kind == protocol.KindVote && (!o.Repeat || len(o.Next.VoteIDSig) == 0) {
 			p, err := n.cfg.Share.Sign(stmt.SignedBytes())
 			if err != nil {
@@ -436,7 +444,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 
 // laterEraEpoch returns the first of epoch and tok's epoch that lies in a
 // later era, or 0. The handlers refuse those before paying for a pairing;
-// the rules refuse them again.
+// the rules refuse them again (S1/S5: the era ceiling).
 func (n *Node) laterEraEpoch(epoch uint64, tok *protocol.Token) uint64 {
 	switch {
 	case n.cfg.Rules.laterEra(epoch):
@@ -571,6 +579,8 @@ func (n *Node) checkVoteProof(req protocol.AcquireRequest) (uint64, error) {
 		}
 		best[v.Node] = v
 	}
+	// S5: f+1 distinct members, so at least one honest one voted at or
+	// above the (f+1)-th highest epoch: f liars cannot inflate it.
 	if len(best) <= n.cfg.Cluster.F {
 		return 0, fmt.Errorf("%d distinct voters, need %d", len(best), n.cfg.Cluster.F+1)
 	}

@@ -104,6 +104,8 @@ type Outcome struct {
 // affects leases.
 func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl time.Duration, proof *protocol.Token, now time.Time) Outcome {
 	o := Outcome{Next: r.floor(rec), At: now}
+	// S1/S5: the era ceiling: never vote at or above the next era's floor,
+	// nor catch up from a token there.
 	if r.laterEra(epoch) {
 		return r.refuseLaterEra(o, epoch)
 	}
@@ -115,11 +117,14 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 		o.catchUp(*proof, now)
 	}
 	n := &o.Next
-	// A re-sent request of the same session gets the vote it already got.
+	// A re-sent request of the same session gets the vote it already got
+	// (S1/S3: the same vote again, never a second one at this epoch).
 	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
 		o.Kind, o.Repeat = protocol.KindVote, true
 		return o
 	}
+	// S1/S3: one vote per epoch: never at or below the last epoch voted
+	// for or learned.
 	if epoch <= n.LastEpoch {
 		return o.refuse(protocol.CodeStale, fmt.Sprintf("epoch %d is not above last epoch %d", epoch, n.LastEpoch))
 	}
@@ -127,6 +132,8 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	if n.Certified != nil && n.Certified.Epoch > known {
 		known = n.Certified.Epoch
 	}
+	// S5: the epoch step: at most MaxEpochStep above the highest epoch
+	// voted, seen in f+1 signed votes or certified.
 	if epoch > known && epoch-known > r.MaxEpochStep {
 		return o.refuse(protocol.CodeTooFar, fmt.Sprintf("epoch %d is more than %d above known epoch %d", epoch, r.MaxEpochStep, known))
 	}
@@ -140,7 +147,7 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	if n.Lease.Active(now) && n.Lease.Expires.After(expires) {
 		expires = n.Lease.Expires // the same holder re-acquiring keeps its lease
 	}
-	n.LastEpoch = epoch
+	n.LastEpoch = epoch // S1/S3: this epoch is used up; the driver persists it before the partial leaves
 	n.VoteEpoch, n.VoteHolder, n.VoteTTL = epoch, holder, r.clampTTL(ttl)
 	n.Vote = crypto.PartialSig{} // the driver signs and fills it in
 	n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: expires}
@@ -155,6 +162,8 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 // now.
 func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
+	// S1/S5: nothing is learned from a later era (the era ceiling), and a
+	// token from before a resharing starts no lease.
 	if r.laterEra(tok.Epoch) {
 		return r.refuseLaterEra(o, tok.Epoch)
 	}
@@ -164,6 +173,7 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 	o.expire(now)
 	o.catchUp(tok, now)
 	n := &o.Next
+	// S6: a token is bound to its holder's identity: only it starts a lease.
 	if sender != tok.Holder.ID {
 		return o // learned the epoch; the lease is the holder's business
 	}
@@ -251,7 +261,7 @@ func (r Rules) Abandon(rec Record, holder protocol.Holder, epoch uint64, now tim
 // nothing: they are refused (S1 across a resharing).
 func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
-	if r.laterEra(epoch) {
+	if r.laterEra(epoch) { // S1/S5: the era ceiling
 		return r.refuseLaterEra(o, epoch)
 	}
 	if epoch > o.Next.Seen {
@@ -291,6 +301,8 @@ func (o *Outcome) catchUp(tok protocol.Token, now time.Time) {
 		n.Certified = &t
 		o.Changed = true
 	}
+	// S1: a certified epoch can no longer be voted for; S5: a lagging node
+	// catches up by being shown a token.
 	if tok.Epoch > n.LastEpoch {
 		n.LastEpoch = tok.Epoch
 		o.Changed = true
