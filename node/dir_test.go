@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,11 +19,7 @@ import (
 // blocks it, its streams fail; after Unblock it is answered again.
 func TestRunningBlockUnblock(t *testing.T) {
 	lc := newLimitsCluster(t)
-	dir := filepath.Join(t.TempDir(), "node1")
-	require.NoError(t, WriteDir(dir, lc.cluster.File, lc.shares[0], lc.ids[0], []string{"/ip4/127.0.0.1/tcp/0"}))
-	d, err := LoadDir(dir)
-	require.NoError(t, err)
-	r, err := d.Start(clockwork.NewRealClock())
+	r, err := lc.loadDir1(t).Start(clockwork.NewRealClock())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"testing"
 
 	"github.com/jonboulle/clockwork"
@@ -80,6 +81,17 @@ func (lc *limitsCluster) startNode1(t testing.TB, store VoteStore, limits Limits
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
 	return n
+}
+
+// loadDir1 writes node 1's directory, listening on a loopback port, and
+// loads it.
+func (lc *limitsCluster) loadDir1(t testing.TB) *Dir {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "node1")
+	require.NoError(t, WriteDir(dir, lc.cluster.File, lc.shares[0], lc.ids[0], []string{"/ip4/127.0.0.1/tcp/0"}))
+	d, err := LoadDir(dir)
+	require.NoError(t, err)
+	return d
 }
 
 // serve calls the node's handler for proto as the stream handler does,

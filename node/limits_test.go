@@ -253,11 +253,8 @@ func TestEvidenceCappedPerMember(t *testing.T) {
 // room for another round of the same member's pairs.
 func TestEvidenceCapCountsWhatIsOnDisk(t *testing.T) {
 	lc := newLimitsCluster(t)
-	dir := filepath.Join(t.TempDir(), "node1")
-	require.NoError(t, WriteDir(dir, lc.cluster.File, lc.shares[0], lc.ids[0], []string{"/ip4/127.0.0.1/tcp/0"}))
-	d, err := LoadDir(dir)
-	require.NoError(t, err)
-	path := filepath.Join(dir, EvidenceFileName)
+	d := lc.loadDir1(t)
+	path := filepath.Join(d.Path, EvidenceFileName)
 	ctx := context.Background()
 	pair := func(res string) []byte {
 		vote := func(holder string) protocol.SignedVote {
