@@ -54,7 +54,7 @@ const (
 )
 
 // verdict is the planner's decision after a failed round: retry after
-// pause, or give up with err.
+// pause, or give up with err (the round's error).
 type verdict struct {
 	kind  verdictKind
 	pause time.Duration
@@ -160,24 +160,31 @@ func (p *planner) ended(took time.Duration) {
 // vote or the commit step, see outcome), whether to run another round and
 // after what pause.
 func (p *planner) next(err error) verdict {
+	v := p.decide(err)
+	v.err = unwrapRetry(err)
+	return v
+}
+
+// decide is next without the error.
+func (p *planner) decide(err error) verdict {
 	var busy *BusyError
 	var retry errRetry
 	switch {
 	case errors.As(err, &busy) && p.wait:
 		// Wait about as long as the holder has left, jittered.
 		p.backoff = max(p.minBackoff, min(busy.Left, p.maxBackoff))
-		return verdict{kind: verdictBusy, pause: p.jitter(p.backoff), err: err}
+		return verdict{kind: verdictBusy, pause: p.jitter(p.backoff)}
 	case errors.As(err, &retry) && (p.wait || p.rounds < tryRounds):
 		// Stale epochs and split votes: back off exponentially in
 		// units of the round time (a fixed cap shorter than a round
 		// keeps contenders in lockstep), ordered by the split.
 		p.backoff = min(2*p.backoff, max(p.maxBackoff, 8*p.lastRound))
-		return verdict{kind: verdictRetry, pause: p.splitPause(), err: err}
+		return verdict{kind: verdictRetry, pause: p.splitPause()}
 	case errors.Is(err, ErrNotEnoughNodes) && p.wait:
 		p.backoff = min(2*p.backoff, p.maxBackoff)
-		return verdict{kind: verdictNoNodes, pause: p.jitter(p.backoff), err: err}
+		return verdict{kind: verdictNoNodes, pause: p.jitter(p.backoff)}
 	default:
-		return verdict{kind: verdictFail, err: unwrapRetry(err)}
+		return verdict{kind: verdictFail}
 	}
 }
 
