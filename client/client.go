@@ -300,8 +300,8 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 // ErrBusy) when another holder's lease is held, with ErrHeldLocally when
 // this Client holds or is acquiring the resource, and with a *QuorumError
 // when fewer than 2f+1 nodes answer. Rounds lost to a stale epoch, a
-// lagging node's proof or split votes with other contenders are retried at
-// once, at most tryRounds (9) rounds in all, each call bounded by
+// lagging node's proof or split votes with other contenders are retried
+// after a short pause, at most 4 rounds in all, each call bounded by
 // Config.RequestTimeout.
 func (c *Client) TryAcquire(ctx context.Context, resource string, opts ...Option) (*Lock, error) {
 	o, err := c.options(resource, opts)
@@ -425,14 +425,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 		return nil, err
 	}
 	c.checkEquivocation(resource, sts)
-	var proof *protocol.Token
-	var votesProof []protocol.SignedVote
-	if p.needsProof(sts) {
-		proof = c.bestToken(resource, sts)
-	}
-	if p.wantProof {
-		votesProof = c.voteProof(resource, sts)
-	}
+	proof, votesProof := c.proofs(p, sts)
 	epoch := p.pick(sts, proof)
 	stmt := c.cfg.Cluster.Statement(resource, epoch, p.holder)
 	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Session: p.holder.Session, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
@@ -448,27 +441,44 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	tok, votes, got := c.collectVotes(ctx, ch, stmt, b, received)
 	p.observe(b)
 	if tok == nil {
-		voters := make([]int, len(votes))
-		for i, v := range votes {
-			voters[i] = v.Index
-		}
 		c.drainLate(ch, len(c.members)-got, stmt, cancel)
-		if ctx.Err() != nil {
-			// The caller gave up: withdraw our votes without making it wait.
-			c.goFunc(func() { c.abandon(stmt, voters) })
-			return nil, fmt.Errorf("client: acquire %q: %w", resource, ctx.Err())
+		if err := c.withdraw(ctx, stmt, votes); err != nil {
+			return nil, err
 		}
-		c.abandon(stmt, voters)
 		return nil, p.outcome(b, len(votes))
 	}
 	cancel()
-	var suspects []int
-	for _, e := range b.failed {
-		if errors.Is(e.Err, errBadVote) {
-			suspects = append(suspects, e.Index)
-		}
+	return c.commit(ctx, *tok, ttl, b.suspects())
+}
+
+// proofs returns what the round shows lagging nodes, as the planner asks:
+// the highest certified token that verifies, and f+1 signed votes.
+func (c *Client) proofs(p *planner, sts []NodeStatus) (*protocol.Token, []protocol.SignedVote) {
+	var proof *protocol.Token
+	var votes []protocol.SignedVote
+	if p.needsProof(sts) {
+		proof = c.bestToken(p.resource, sts)
 	}
-	return c.commit(ctx, *tok, ttl, suspects)
+	if p.wantProof {
+		votes = c.voteProof(p.resource, sts)
+	}
+	return proof, votes
+}
+
+// withdraw abandons the votes of a failed round (see abandon). If the
+// caller gave up (ctx ended), it withdraws them without making it wait
+// and returns ctx's error.
+func (c *Client) withdraw(ctx context.Context, stmt protocol.Statement, votes []crypto.PartialSig) error {
+	voters := make([]int, len(votes))
+	for i, v := range votes {
+		voters[i] = v.Index
+	}
+	if ctx.Err() != nil {
+		c.goFunc(func() { c.abandon(stmt, voters) })
+		return fmt.Errorf("client: acquire %q: %w", stmt.Resource, ctx.Err())
+	}
+	c.abandon(stmt, voters)
+	return nil
 }
 
 // NodeStatus is one node's answer to Status.

@@ -14,16 +14,54 @@ import (
 	"github.com/palisade-dev/palisade/verifier"
 )
 
-// startCluster starts a local 4-node test cluster (f = 1) in dir, which
-// gets the cluster file cluster.json and one client key client.key, as
-// `palisade keygen` writes them. A real deployment runs the nodes
-// elsewhere and hands the client these two files.
-func startCluster(dir string) (*testnet.Network, error) {
-	return testnet.Start(dir, testnet.Options{Keygen: testnet.KeygenOptions{N: 4, Clients: 1}})
+// exampleEnv is a local 4-node test cluster (f = 1) in the folder dir,
+// which holds the cluster file cluster.json and one client key client.key,
+// as `palisade keygen` writes them, and a client loaded from these two
+// files, as an embedder does. (A real deployment runs the nodes elsewhere
+// and hands the client the two files.)
+type exampleEnv struct {
+	dir string
+	nw  *testnet.Network
+	c   *client.Client
+	ctx context.Context // ends after 10 s
+	end []func()
 }
 
-// newClient loads the cluster file and the client key from dir, as an
-// embedder does, and starts a client.
+// exampleCluster starts an exampleEnv; on failure it prints why and
+// returns nil.
+func exampleCluster() *exampleEnv {
+	dir, err := os.MkdirTemp("", "palisade-example")
+	if err != nil {
+		fmt.Println(err)
+		return nil
+	}
+	env := &exampleEnv{dir: dir, end: []func(){func() { _ = os.RemoveAll(dir) }}}
+	var cancel context.CancelFunc
+	env.ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	env.end = append(env.end, cancel)
+	if env.nw, err = testnet.Start(dir, testnet.Options{Keygen: testnet.KeygenOptions{N: 4, Clients: 1}}); err == nil {
+		env.end = append(env.end, func() { _ = env.nw.Close() })
+		if env.c, err = newClient(dir); err == nil {
+			env.end = append(env.end, func() { _ = env.c.Close() })
+		}
+	}
+	if err != nil {
+		fmt.Println(err)
+		env.close()
+		return nil
+	}
+	return env
+}
+
+// close stops the client and the cluster and removes the folder.
+func (e *exampleEnv) close() {
+	for i := len(e.end) - 1; i >= 0; i-- {
+		e.end[i]()
+	}
+}
+
+// newClient loads the cluster file and the client key from dir and starts
+// a client.
 func newClient(dir string) (*client.Client, error) {
 	cluster, err := protocol.LoadCluster(filepath.Join(dir, "cluster.json"))
 	if err != nil {
@@ -41,24 +79,14 @@ func newClient(dir string) (*client.Client, error) {
 // the token verifies for it and its epoch is not below the highest it has
 // seen.
 func Example() {
-	dir, _ := os.MkdirTemp("", "palisade-example")
-	defer os.RemoveAll(dir)
-	nw, err := startCluster(dir)
-	if err != nil {
-		fmt.Println(err)
+	env := exampleCluster()
+	if env == nil {
 		return
 	}
-	defer nw.Close()
-	c, err := newClient(dir)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer c.Close()
+	defer env.close()
+	c, ctx := env.c, env.ctx
 
 	// Acquire waits until the lock is held or ctx ends.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	lock, err := c.Acquire(ctx, "orders-db", client.WithTTL(10*time.Second))
 	if err != nil {
 		fmt.Println(err)
@@ -69,7 +97,7 @@ func Example() {
 	// The resource side: a verifier for the cluster's tokens and a
 	// barrier store (durable in production: verifier.OpenBoltStore or a
 	// SQL store).
-	v, err := verifier.Load(filepath.Join(dir, "cluster.json"))
+	v, err := verifier.Load(filepath.Join(env.dir, "cluster.json"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -97,37 +125,27 @@ func Example() {
 // deadline and Err says why. Stop using the token then: the resource may
 // already admit a newer holder.
 func ExampleLock_Lost() {
-	dir, _ := os.MkdirTemp("", "palisade-example")
-	defer os.RemoveAll(dir)
-	nw, err := startCluster(dir)
-	if err != nil {
-		fmt.Println(err)
+	env := exampleCluster()
+	if env == nil {
 		return
 	}
-	defer nw.Close()
-	c, err := newClient(dir)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer c.Close()
+	defer env.close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lock, err := c.Acquire(ctx, "jobs/nightly", client.WithTTL(time.Second))
+	lock, err := env.c.Acquire(env.ctx, "jobs/nightly", client.WithTTL(time.Second))
+	fmt.Println("acquired:", err)
 	if err != nil {
-		fmt.Println(err)
 		return
 	}
-	_ = nw.Stop(3)
-	_ = nw.Stop(4)
+	_ = env.nw.Stop(3)
+	_ = env.nw.Stop(4)
 
 	select {
 	case <-lock.Lost():
 		fmt.Println("lost:", errors.Is(lock.Err(), client.ErrLost))
-	case <-ctx.Done():
+	case <-env.ctx.Done():
 		fmt.Println("still held")
 	}
 	// Output:
+	// acquired: <nil>
 	// lost: true
 }

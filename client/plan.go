@@ -37,11 +37,14 @@ func unwrapRetry(err error) error {
 	return err
 }
 
-// tryRounds bounds the rounds of one TryAcquire: the first round plus
-// quick retries of stale epochs, proofs for lagging nodes and split votes
-// (each round is bounded by Config.RequestTimeout per call). A held lease
-// ends TryAcquire after its first round.
-const tryRounds = 9
+// tryRounds bounds the rounds of one TryAcquire to what one attempt
+// needs: the first round, one to start above the epoch more than f nodes
+// refused as stale, one carrying proof to a node that refused the epoch as
+// too far, and one after split votes with another contender or a liar's
+// hint. Each round's calls are bounded by Config.RequestTimeout. A held
+// lease or too few nodes end TryAcquire after the round that saw it.
+// (Before TryAcquire existed, trying once allowed 9 rounds.)
+const tryRounds = 4
 
 // verdictKind is what the planner decided after a failed round.
 type verdictKind uint8
@@ -232,6 +235,18 @@ type ballot struct {
 	hard []*NodeError
 	// tooFar is set once a node refused the epoch as too far ahead.
 	tooFar bool
+}
+
+// suspects are the nodes that sent something no honest node sends
+// (errBadVote): evidence for operators, reported by Lock.Suspects.
+func (b *ballot) suspects() []int {
+	var out []int
+	for _, e := range b.failed {
+		if errors.Is(e.Err, errBadVote) {
+			out = append(out, e.Index)
+		}
+	}
+	return out
 }
 
 // fail records a node that gave no usable answer.
