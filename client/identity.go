@@ -17,14 +17,10 @@ import (
 type Identity = lcrypto.PrivKey
 
 // LoadIdentity reads a client key file (as written by `palisade keygen`
-// or SaveIdentity), refusing one that others can read.
-func LoadIdentity(path string) (Identity, error) {
-	k, err := p2p.LoadIdentity(path)
-	if err != nil {
-		return nil, fmt.Errorf("client: load identity: %w", err)
-	}
-	return k, nil
-}
+// or SaveIdentity), refusing one that others can read. Its errors are
+// the loader's own (they name the file and wrap the cause, such as
+// fs.ErrNotExist), so the CLI reports them as before.
+func LoadIdentity(path string) (Identity, error) { return p2p.LoadIdentity(path) }
 
 // GenerateIdentity makes a new Ed25519 client identity. Its holder ID (see
 // HolderID) must be authorised in the cluster file before it can acquire.
