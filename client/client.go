@@ -2,6 +2,9 @@
 // the leases that go with them. Its API follows etcd's concurrency.Mutex:
 // Acquire waits until the lock is held or ctx ends (like Lock), TryAcquire
 // makes one bounded attempt and reports a held lock at once (like TryLock).
+// A client needs the cluster file (protocol.LoadCluster) and its key
+// (LoadIdentity); see Example for acquire, fenced write and release, and
+// ExampleLock_Lost for watching a lease end.
 //
 // Each acquisition asks 2f+1 nodes for their status, picks the next epoch
 // from the (f+1)-th highest report (so f liars cannot inflate it), asks every node

@@ -109,7 +109,9 @@ func (c *Client) collectVotes(ctx context.Context, ch <-chan reply, stmt protoco
 		votes = append(votes, ar.Partial)
 		received[r.m.index] = protocol.SignedVote{Node: r.m.index, Statement: stmt, IdentitySig: ar.IdentitySig}
 		if len(votes) >= c.t {
-			// S2: combine optimistically; a bad partial is dropped and its
+			// S1: a token takes t votes at one (resource, epoch), and two
+			// quorums share an honest node, which votes once. S2: only t
+			// partials combine. Combine optimistically; a bad partial is dropped and its
 			// node named, and another node's vote may complete the token.
 			sig, bad, err := c.cfg.Cluster.Key.Combine(msg, votes)
 			for _, idx := range bad {

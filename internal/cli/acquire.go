@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,13 +108,15 @@ func acquireError(resource string, cluster *protocol.Cluster, err error) error {
 }
 
 func nodeList(ns []*client.NodeError) string {
-	seen := map[int]bool{}
-	var out []string
+	idx := make([]int, 0, len(ns))
 	for _, n := range ns {
-		if !seen[n.Index] {
-			seen[n.Index] = true
-			out = append(out, fmt.Sprint(n.Index))
-		}
+		idx = append(idx, n.Index)
+	}
+	// In index order: the errors keep the order nodes answered in.
+	slices.Sort(idx)
+	out := make([]string, 0, len(idx))
+	for _, i := range slices.Compact(idx) {
+		out = append(out, fmt.Sprint(i))
 	}
 	return strings.Join(out, ", ")
 }
