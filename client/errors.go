@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,8 +15,14 @@ import (
 var (
 	// ErrNotEnoughNodes: fewer than 2f+1 nodes gave a usable answer.
 	ErrNotEnoughNodes = errors.New("client: not enough nodes")
-	// ErrBusy: another holder has the resource.
+	// ErrBusy: another holder has the resource. A *BusyError names it.
 	ErrBusy = errors.New("client: resource busy")
+	// ErrHeldLocally: this Client itself already holds, or is acquiring,
+	// the resource; one Client holds at most one Lock per resource.
+	// TryAcquire returns it at once; Acquire waits for the other Lock to
+	// end instead. errors.Is(err, ErrBusy) also holds for it, but it is
+	// never a *BusyError (no node reported anything).
+	ErrHeldLocally = fmt.Errorf("client: already held or being acquired by this client: %w", ErrBusy)
 	// ErrRefused: nodes refused the request (unauthorised, wrong cluster …).
 	ErrRefused = errors.New("client: refused")
 	// ErrLost: the lock's lease ended before Release.
@@ -48,12 +55,19 @@ type QuorumError struct {
 	Nodes []*NodeError
 }
 
-// Error names the operation and every node that failed.
+// Error names the operation and every node that failed, in index order.
+// It does not modify e, so goroutines may log one error concurrently.
 func (e *QuorumError) Error() string {
+	return fmt.Sprintf("client: %s: %d of %d needed nodes answered", e.Op, e.Got, e.Need) + nodeList(e.Nodes)
+}
+
+// nodeList formats nodes in index order as ": node …; node …", sorting a
+// copy (never the caller's slice); it is empty for no nodes.
+func nodeList(nodes []*NodeError) string {
+	sorted := slices.Clone(nodes)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
 	var b strings.Builder
-	fmt.Fprintf(&b, "client: %s: %d of %d needed nodes answered", e.Op, e.Got, e.Need)
-	sort.Slice(e.Nodes, func(i, j int) bool { return e.Nodes[i].Index < e.Nodes[j].Index })
-	for i, n := range e.Nodes {
+	for i, n := range sorted {
 		if i == 0 {
 			b.WriteString(": ")
 		} else {
@@ -83,7 +97,9 @@ func (e *QuorumError) Failed() []int {
 	return out
 }
 
-// BusyError reports who holds the resource, as enough nodes said.
+// BusyError reports who holds the resource, as more than f nodes said
+// (a committed lease of another holder). A resource this Client itself
+// holds is reported as ErrHeldLocally instead.
 type BusyError struct {
 	Resource string
 	// Holder is the lock session holding the resource.
@@ -92,16 +108,10 @@ type BusyError struct {
 	Left   time.Duration
 	// Nodes are the indices of the nodes that answered busy.
 	Nodes []int
-	// Local is set when this client itself holds (or is acquiring) the
-	// resource: one client identity holds at most one Lock per resource.
-	Local bool
 }
 
 // Error names the holder and how long it has left.
 func (e *BusyError) Error() string {
-	if e.Local {
-		return fmt.Sprintf("client: %q is already held or being acquired by this client", e.Resource)
-	}
 	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, e.Holder.Short(), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
 }
 
@@ -115,10 +125,9 @@ type RefusedError struct {
 	Nodes []*NodeError
 }
 
-// Error names the operation and the refusing nodes.
+// Error names the operation and the refusing nodes, in index order.
 func (e *RefusedError) Error() string {
-	q := &QuorumError{Op: e.Op, Nodes: e.Nodes}
-	return strings.Replace(q.Error(), "client: ", "client: refused: ", 1)
+	return fmt.Sprintf("client: refused: %s", e.Op) + nodeList(e.Nodes)
 }
 
 // Unwrap lets errors.Is find ErrRefused and each node's error.

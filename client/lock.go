@@ -51,7 +51,9 @@ func newLock(c *Client, tok protocol.Token, ttl time.Duration, sent time.Time, s
 	return l
 }
 
-// Token is the fencing token.
+// Token is the fencing token. Present it with every write: the resource's
+// verifier admits it only if it verifies and its epoch is not below the
+// resource's barrier (S4), which is what keeps a paused ex-holder out.
 func (l *Lock) Token() protocol.Token { return l.token }
 
 // Suspects lists the indices of nodes that sent invalid partial signatures

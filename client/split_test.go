@@ -10,8 +10,8 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-func pendingBusy(holder protocol.Holder, epoch uint64, left time.Duration) protocol.AcquireReply {
-	return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder, LeaseEpoch: epoch, Left: left, Pending: true}
+func pendingBusy(holder protocol.Holder, epoch uint64, left time.Duration) busyReply {
+	return busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder, LeaseEpoch: epoch, Left: left, Pending: true}}
 }
 
 // The contenders of these tests: lock sessions of two identities.
@@ -24,21 +24,21 @@ func TestTallyMostVotesGoesFirst(t *testing.T) {
 	tests := []struct {
 		name  string
 		votes int
-		busy  []protocol.AcquireReply
+		busy  []busyReply
 		want  splitRole
 	}{
-		{"more votes than the rival", 3, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitFirst},
-		{"fewer votes than the rival", 1, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitLater},
-		{"no votes, a rival with one", 0, []protocol.AcquireReply{pendingBusy(bob, 7, time.Second)}, splitLater},
-		{"committed leases are not contenders", 1, []protocol.AcquireReply{
-			{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second},
-			{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second},
+		{"more votes than the rival", 3, []busyReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitFirst},
+		{"fewer votes than the rival", 1, []busyReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitLater},
+		{"no votes, a rival with one", 0, []busyReply{pendingBusy(bob, 7, time.Second)}, splitLater},
+		{"committed leases are not contenders", 1, []busyReply{
+			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}},
+			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}},
 		}, splitFirst},
 		{"nothing to order: stale refusals only", 0, nil, splitNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rs := round{holder: alice}
+			rs := planner{holder: alice}
 			rs.tally("res", 7, tt.votes, tt.busy)
 			require.Equal(t, tt.want, rs.split)
 		})
@@ -55,9 +55,9 @@ func checkTieAgreed(t *testing.T, x, y protocol.Holder) {
 	t.Helper()
 	firsts := map[protocol.Holder]int{}
 	for epoch := uint64(1); epoch <= 64; epoch++ {
-		a, b := round{holder: x}, round{holder: y}
-		a.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(y, epoch, time.Second), pendingBusy(y, epoch, time.Second)})
-		b.tally("res", epoch, 2, []protocol.AcquireReply{pendingBusy(x, epoch, time.Second), pendingBusy(x, epoch, time.Second)})
+		a, b := planner{holder: x}, planner{holder: y}
+		a.tally("res", epoch, 2, []busyReply{pendingBusy(y, epoch, time.Second), pendingBusy(y, epoch, time.Second)})
+		b.tally("res", epoch, 2, []busyReply{pendingBusy(x, epoch, time.Second), pendingBusy(x, epoch, time.Second)})
 		require.NotEqual(t, a.split, b.split, "epoch %d", epoch)
 		require.Contains(t, []splitRole{splitFirst, splitLater}, a.split)
 		if a.split == splitFirst {
@@ -74,14 +74,14 @@ func checkTieAgreed(t *testing.T, x, y protocol.Holder) {
 // rounds in a row has stopped; we wait for the shortest time its votes have
 // left instead of retrying against them.
 func TestTallyStuckVotes(t *testing.T) {
-	rs := round{holder: alice}
-	rs.tally("res", 7, 2, []protocol.AcquireReply{pendingBusy(bob, 6, 900*time.Millisecond)})
+	rs := planner{holder: alice}
+	rs.tally("res", 7, 2, []busyReply{pendingBusy(bob, 6, 900*time.Millisecond)})
 	require.Equal(t, splitFirst, rs.split, "a rival at an older epoch with fewer votes")
-	rs.tally("res", 8, 1, []protocol.AcquireReply{pendingBusy(bob, 6, 700*time.Millisecond), pendingBusy(bob, 6, 500*time.Millisecond)})
+	rs.tally("res", 8, 1, []busyReply{pendingBusy(bob, 6, 700*time.Millisecond), pendingBusy(bob, 6, 500*time.Millisecond)})
 	require.Equal(t, splitStuck, rs.split)
 	require.Equal(t, 500*time.Millisecond, rs.stuckLeft)
 	// A new round of the rival (another epoch) is a live contender again.
-	rs.tally("res", 9, 1, []protocol.AcquireReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)})
+	rs.tally("res", 9, 1, []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)})
 	require.Equal(t, splitLater, rs.split)
 	require.Zero(t, rs.stuckLeft)
 }
@@ -94,7 +94,7 @@ func TestLearnSplitHintIsOneShot(t *testing.T) {
 	const f = 2
 	huge := uint64(math.MaxUint64 - 5)
 
-	rs := round{holder: alice}
+	rs := planner{holder: alice}
 	rs.learnSplit(f, 7, 4, []uint64{huge})
 	require.Equal(t, uint64(8), rs.floor, "our votes used epoch 7")
 	require.Equal(t, huge+1, rs.hint)
@@ -112,7 +112,7 @@ func TestLearnSplitHintIsOneShot(t *testing.T) {
 	require.Zero(t, rs.hint)
 
 	// A refusal at the top of the range gives no hint that wraps to 0.
-	rs = round{}
+	rs = planner{}
 	rs.learnSplit(f, 3, 1, []uint64{math.MaxUint64})
 	require.Zero(t, rs.hint)
 	require.Equal(t, uint64(4), rs.floor)

@@ -93,7 +93,7 @@ func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 		defer c.Close()
 		clients[i] = c
 		// One warm-up cycle so connection set-up is not measured.
-		l, err := c.Acquire(ctx, fmt.Sprintf("warmup-%d", i), client.WithWait(30*time.Second))
+		l, err := acquireWait(ctx, c, 30*time.Second, fmt.Sprintf("warmup-%d", i))
 		if err != nil {
 			return BenchResult{}, fmt.Errorf("warm-up: %w", err)
 		}
@@ -115,7 +115,7 @@ func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 			}
 			for k := 0; k < o.Acquires && ctx.Err() == nil; k++ {
 				t0 := time.Now()
-				l, err := c.Acquire(ctx, resource, client.WithWait(30*time.Second))
+				l, err := acquireWait(ctx, c, 30*time.Second, resource)
 				t1 := time.Now()
 				if err != nil {
 					mu.Lock()
@@ -145,4 +145,11 @@ func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 		return res, errors.New("testnet: bench: no acquire succeeded")
 	}
 	return res, ctx.Err()
+}
+
+// acquireWait is Acquire waiting at most d (a context with timeout d).
+func acquireWait(ctx context.Context, c *client.Client, d time.Duration, resource string, opts ...client.Option) (*client.Lock, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.Acquire(ctx, resource, opts...)
 }

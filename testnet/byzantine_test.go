@@ -218,7 +218,7 @@ func byzWorkload(t *testing.T, n int, mk func() Behaviour, cfg client.Config) {
 			var prev *protocol.Token
 			for r := 0; r < rounds; r++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				l, err := c.Acquire(ctx, resource, client.WithWait(25*time.Second), client.WithTTL(10*time.Second))
+				l, err := acquireWait(ctx, c, 25*time.Second, resource, client.WithTTL(10*time.Second))
 				if err != nil {
 					cancel()
 					t.Errorf("client %d round %d: %v", i, r, err)
@@ -332,7 +332,7 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 
 		// The equivocators and f+1 honest nodes answer first.
 		undo := byzDelayRest(nw, 300*time.Millisecond)
-		lA, err := cA.Acquire(ctx, "eq")
+		lA, err := cA.TryAcquire(ctx, "eq")
 		require.NoError(t, err)
 		undo()
 		verify(t, nw, lA.Token())
@@ -397,7 +397,7 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 		// Through the client, B waits for A and gets a later epoch.
 		done := make(chan *client.Lock, 1)
 		go func() {
-			l, err := cB.Acquire(ctx, "eq", client.WithWait(15*time.Second))
+			l, err := acquireWait(ctx, cB, 15*time.Second, "eq")
 			assertNoErr(t, err)
 			done <- l
 		}()
@@ -437,7 +437,7 @@ func TestForgedPartialsNamedAsSuspects(t *testing.T) {
 		for r := 0; r < 5; r++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res := fmt.Sprintf("forge/%d", r)
-			l, err := c.Acquire(ctx, res)
+			l, err := c.TryAcquire(ctx, res)
 			require.NoError(t, err)
 			o.lock(l)
 			tok := l.Token()
@@ -758,7 +758,7 @@ func TestOversizedRequestFramesRefusedByHonestNode(t *testing.T) {
 
 	c := newClient(t, nw, 0, client.Config{})
 	o := newByzOracle(t, nw, nil)
-	l, err := c.Acquire(ctx, "oversized")
+	l, err := c.TryAcquire(ctx, "oversized")
 	require.NoError(t, err)
 	o.lock(l)
 	require.NoError(t, o.write(ctx, l.Token()))
@@ -817,7 +817,7 @@ func TestOversizedReplyFramesFromRogueNode(t *testing.T) {
 	c := newClient(t, nw, 0, client.Config{RequestTimeout: 2 * time.Second})
 	for r := 0; r < 4; r++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := c.Acquire(ctx, "rogue")
+		l, err := c.TryAcquire(ctx, "rogue")
 		require.NoError(t, err)
 		o.lock(l)
 		require.NoError(t, o.write(ctx, l.Token()))
@@ -870,7 +870,7 @@ func TestLyingRefusalCannotPinAcquisition(t *testing.T) {
 	planted := time.Now()
 
 	c := newClient(t, nw, 0, client.Config{RequestTimeout: 2 * time.Second, MinBackoff: time.Millisecond, MaxBackoff: 30 * time.Millisecond})
-	l, err := c.Acquire(ctx, resource, client.WithWait(20*time.Second))
+	l, err := acquireWait(ctx, c, 20*time.Second, resource)
 	require.NoError(t, err, "pinned above the honest nodes' window")
 	t.Logf("acquired at epoch %d, %v after the rival's vote", l.Epoch(), time.Since(planted))
 	require.Less(t, l.Epoch(), uint64(1000), "the liar's epoch was kept")

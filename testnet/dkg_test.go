@@ -63,7 +63,7 @@ func acquireVerify(t *testing.T, keys *Keys, clusterPath, resource string) proto
 	defer func() { require.NoError(t, c.Close()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := c.Acquire(ctx, resource, client.WithWait(15*time.Second))
+	l, err := acquireWait(ctx, c, 15*time.Second, resource)
 	require.NoError(t, err)
 	tok := l.Token()
 	require.NoError(t, l.Release(ctx))
@@ -242,7 +242,7 @@ func TestReshareKeepsKeyAndS1(t *testing.T) {
 					default:
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					l, err := c.Acquire(ctx, "contended", client.WithWait(10*time.Second), client.WithTTL(2*time.Second))
+					l, err := acquireWait(ctx, c, 10*time.Second, "contended", client.WithTTL(2*time.Second))
 					if err != nil {
 						cancel()
 						t.Errorf("acquire: %v", err)

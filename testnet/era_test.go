@@ -42,7 +42,7 @@ func acquireOnce(t *testing.T, c *client.Client, resource string) protocol.Token
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := c.Acquire(ctx, resource, client.WithWait(25*time.Second), client.WithTTL(2*time.Second))
+	l, err := acquireWait(ctx, c, 25*time.Second, resource, client.WithTTL(2*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 	return l.Token()
@@ -194,7 +194,7 @@ func TestSharedIdentityClientsExclude(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Acquire(ctx, res, client.WithWait(scale*40*time.Second), client.WithTTL(scale*600*time.Millisecond))
+			l, err := acquireWait(ctx, c, scale*40*time.Second, res, client.WithTTL(scale*600*time.Millisecond))
 			if err != nil {
 				errs[i] = fmt.Errorf("replica %d: acquire: %w", i, err)
 				return
@@ -243,17 +243,17 @@ func TestSharedIdentityClientsExclude(t *testing.T) {
 			other = c
 		}
 	}
-	l, err := holder.Acquire(ctx, res, client.WithWait(scale*10*time.Second), client.WithTTL(30*time.Second))
+	l, err := acquireWait(ctx, holder, scale*10*time.Second, res, client.WithTTL(30*time.Second))
 	require.NoError(t, err)
-	_, err = other.Acquire(ctx, res, client.WithTTL(30*time.Second))
+	_, err = other.TryAcquire(ctx, res, client.WithTTL(30*time.Second))
 	require.ErrorIs(t, err, client.ErrBusy)
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
-	require.False(t, busy.Local, "a different client (process) with the same key")
+	require.NotErrorIs(t, err, client.ErrHeldLocally, "a different client (process) with the same key")
 	require.Equal(t, l.Token().Holder, busy.Holder, "busy names the holding session")
 	require.NoError(t, l.Release(ctx))
 	// Released: the other replica gets it at once, at a higher epoch.
-	l2, err := other.Acquire(ctx, res, client.WithWait(scale*10*time.Second))
+	l2, err := acquireWait(ctx, other, scale*10*time.Second, res)
 	require.NoError(t, err)
 	require.Greater(t, l2.Epoch(), l.Epoch())
 	require.NoError(t, l2.Release(ctx))

@@ -72,7 +72,7 @@ func TestEquivocationEvidence(t *testing.T) {
 	nw.SetDelay(4, 300*time.Millisecond) // so node 1's vote is among A's first three
 	ctx := context.Background()
 	a := newClient(t, nw, 0, client.Config{})
-	l, err := a.Acquire(ctx, "res")
+	l, err := a.TryAcquire(ctx, "res")
 	require.NoError(t, err)
 	// Client B asks node 1 alone for the same epoch: it votes again.
 	reply := acquireDirect(t, nw, 1, 1, "res", l.Epoch())
@@ -125,7 +125,7 @@ func TestLaggingNodesCatchUpFromSignedVotes(t *testing.T) {
 	c := newClient(t, nw, 0, client.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := c.Acquire(ctx, "res", client.WithWait(15*time.Second))
+	l, err := acquireWait(ctx, c, 15*time.Second, "res")
 	require.NoError(t, err)
 	require.Greater(t, l.Epoch(), 2*step)
 	require.LessOrEqual(t, l.Epoch(), 2*step+8, "no epoch inflation beyond a few retries")

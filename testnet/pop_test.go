@@ -51,7 +51,7 @@ func TestProofOfPossession(t *testing.T) {
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
 
-	l1, err := c1.Acquire(ctx, "orders-db")
+	l1, err := c1.TryAcquire(ctx, "orders-db")
 	require.NoError(t, err)
 	r := put("one")
 	require.NoError(t, l1.SignRequest(r))
@@ -79,7 +79,7 @@ func TestProofOfPossession(t *testing.T) {
 
 	// Client 2 takes over; client 1's proofs still verify, but it is fenced.
 	require.NoError(t, l1.Release(ctx))
-	l2, err := c2.Acquire(ctx, "orders-db")
+	l2, err := c2.TryAcquire(ctx, "orders-db")
 	require.NoError(t, err)
 	r = put("two")
 	require.NoError(t, l2.SignRequest(r))

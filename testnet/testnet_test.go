@@ -63,19 +63,19 @@ func TestAcquireReleaseReacquire(t *testing.T) {
 	c1 := newClient(t, nw, 0, client.Config{})
 	c2 := newClient(t, nw, 1, client.Config{})
 
-	l1, err := c1.Acquire(ctx, "orders-db")
+	l1, err := c1.TryAcquire(ctx, "orders-db")
 	require.NoError(t, err)
 	verify(t, nw, l1.Token())
 	require.Equal(t, c1.ID(), l1.Token().Holder.ID)
 
-	_, err = c2.Acquire(ctx, "orders-db")
+	_, err = c2.TryAcquire(ctx, "orders-db")
 	require.ErrorIs(t, err, client.ErrBusy)
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
 	require.Equal(t, l1.Token().Holder, busy.Holder)
 
 	require.NoError(t, l1.Release(ctx))
-	l2, err := c2.Acquire(ctx, "orders-db")
+	l2, err := c2.TryAcquire(ctx, "orders-db")
 	require.NoError(t, err)
 	require.Greater(t, l2.Epoch(), l1.Epoch())
 	verify(t, nw, l2.Token())
@@ -100,7 +100,7 @@ func TestS1ConcurrentContendingClients(t *testing.T) {
 			for r := 0; r < rounds; r++ {
 				res := resources[(i+r)%len(resources)]
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				l, err := c.Acquire(ctx, res, client.WithWait(20*time.Second), client.WithTTL(5*time.Second))
+				l, err := acquireWait(ctx, c, 20*time.Second, res, client.WithTTL(5*time.Second))
 				cancel()
 				if !assertNoErr(t, err) {
 					return
@@ -138,7 +138,7 @@ func TestS3RestartedNodeRefusesOtherHolder(t *testing.T) {
 	nw := startNet(t, 4, 2, Options{})
 	ctx := context.Background()
 	c1 := newClient(t, nw, 0, client.Config{})
-	l, err := c1.Acquire(ctx, "res")
+	l, err := c1.TryAcquire(ctx, "res")
 	require.NoError(t, err)
 	epoch := l.Epoch()
 
@@ -166,7 +166,7 @@ func TestL1WithFNodesStopped(t *testing.T) {
 				require.NoError(t, nw.Stop(n-i+1))
 			}
 			c := newClient(t, nw, 0, client.Config{RequestTimeout: time.Second})
-			l, err := c.Acquire(context.Background(), "res")
+			l, err := c.TryAcquire(context.Background(), "res")
 			require.NoError(t, err)
 			verify(t, nw, l.Token())
 			require.NoError(t, l.Release(context.Background()))
@@ -183,7 +183,7 @@ func TestAcquireFailsWithFPlus1StoppedNamingNodes(t *testing.T) {
 	c := newClient(t, nw, 0, client.Config{RequestTimeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := c.Acquire(ctx, "res")
+	_, err := c.TryAcquire(ctx, "res")
 	require.ErrorIs(t, err, client.ErrNotEnoughNodes)
 	var qe *client.QuorumError
 	require.ErrorAs(t, err, &qe)
@@ -200,7 +200,7 @@ func TestCutOffAndDelayedNodes(t *testing.T) {
 	nw.CutOff(1)
 	nw.SetDelay(2, 50*time.Millisecond)
 	c := newClient(t, nw, 0, client.Config{RequestTimeout: time.Second})
-	l, err := c.Acquire(context.Background(), "res")
+	l, err := c.TryAcquire(context.Background(), "res")
 	require.NoError(t, err)
 	verify(t, nw, l.Token())
 	nw.Reconnect(1)
@@ -220,7 +220,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 
 	// Renewal keeps a live holder's lease: advance past several TTLs in
 	// steps, letting renewals run.
-	l1, err := c1.Acquire(ctx, "res", client.WithTTL(ttl))
+	l1, err := c1.TryAcquire(ctx, "res", client.WithTTL(ttl))
 	require.NoError(t, err)
 	first := l1.Deadline()
 	for i := 0; i < 6; i++ {
@@ -233,24 +233,24 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 		t.Fatal("a renewed lock was lost")
 	default:
 	}
-	_, err = c2.Acquire(ctx, "res")
+	_, err = c2.TryAcquire(ctx, "res")
 	require.ErrorIs(t, err, client.ErrBusy)
 
 	// Release frees the resource at once.
 	require.NoError(t, l1.Release(ctx))
 	<-l1.Lost()
 	require.NoError(t, l1.Err())
-	l2, err := c2.Acquire(ctx, "res", client.WithTTL(ttl))
+	l2, err := c2.TryAcquire(ctx, "res", client.WithTTL(ttl))
 	require.NoError(t, err)
 
 	// A dead holder's lease frees the resource after its TTL: client 2
 	// stops renewing (closed), time passes.
 	require.NoError(t, c2.Close())
 	<-l2.Lost()
-	_, err = c1.Acquire(ctx, "res")
+	_, err = c1.TryAcquire(ctx, "res")
 	require.ErrorIs(t, err, client.ErrBusy, "lease still live before the TTL")
 	clock.Advance(ttl + time.Second)
-	l3, err := c1.Acquire(ctx, "res")
+	l3, err := c1.TryAcquire(ctx, "res")
 	require.NoError(t, err)
 	require.Greater(t, l3.Epoch(), l2.Epoch())
 
@@ -271,12 +271,12 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 func TestUnauthorisedClientRefused(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{Keygen: KeygenOptions{ClientResources: []string{"orders/*"}}})
 	c := newClient(t, nw, 0, client.Config{})
-	_, err := c.Acquire(context.Background(), "payments/1")
+	_, err := c.TryAcquire(context.Background(), "payments/1")
 	require.ErrorIs(t, err, client.ErrRefused)
 	var re *protocol.RefusedError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, protocol.CodeUnauthorised, re.Code)
-	l, err := c.Acquire(context.Background(), "orders/1")
+	l, err := c.TryAcquire(context.Background(), "orders/1")
 	require.NoError(t, err)
 	require.NoError(t, l.Release(context.Background()))
 }
@@ -340,7 +340,7 @@ func TestBadPartialsStillYieldTokenAndNodeIsNamed(t *testing.T) {
 	nw.SetDelay(4, 300*time.Millisecond)
 	c := newClient(t, nw, 0, client.Config{})
 	for i := 0; i < 3; i++ {
-		l, err := c.Acquire(context.Background(), fmt.Sprintf("res-%d", i))
+		l, err := c.TryAcquire(context.Background(), fmt.Sprintf("res-%d", i))
 		require.NoError(t, err)
 		verify(t, nw, l.Token())
 		require.Equal(t, []int{1}, l.Suspects())
@@ -353,7 +353,7 @@ func TestBadPartialsStillYieldTokenAndNodeIsNamed(t *testing.T) {
 func TestTamperedTokenRefusedByNodes(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{})
 	c := newClient(t, nw, 0, client.Config{})
-	l, err := c.Acquire(context.Background(), "res")
+	l, err := c.TryAcquire(context.Background(), "res")
 	require.NoError(t, err)
 	tok := l.Token()
 	for name, mut := range map[string]func(*protocol.Token){
@@ -377,7 +377,7 @@ func BenchmarkAcquireN4(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		l, err := c.Acquire(ctx, "bench")
+		l, err := c.TryAcquire(ctx, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -472,7 +472,7 @@ func TestSameClientTwoAcquiresExclusive(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			locks[i], results[i] = c.Acquire(ctx, "res")
+			locks[i], results[i] = c.TryAcquire(ctx, "res")
 		}()
 	}
 	wg.Wait()
@@ -483,16 +483,15 @@ func TestSameClientTwoAcquiresExclusive(t *testing.T) {
 			got = locks[i]
 			continue
 		}
-		var be *client.BusyError
-		require.ErrorAs(t, err, &be)
-		require.True(t, be.Local)
+		require.ErrorIs(t, err, client.ErrHeldLocally)
+		require.ErrorIs(t, err, client.ErrBusy)
 	}
 	require.NotNil(t, got)
 
 	// Waiting mode queues behind the held lock and gets a higher epoch.
 	next := make(chan *client.Lock)
 	go func() {
-		l, err := c.Acquire(ctx, "res", client.WithWait(10*time.Second))
+		l, err := acquireWait(ctx, c, 10*time.Second, "res")
 		assertNoErr(t, err)
 		next <- l
 	}()
@@ -512,7 +511,7 @@ func TestLostOnTimeWhileRenewalHangs(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, nw, 0, client.Config{Clock: clock, RequestTimeout: 30 * time.Second})
 	const ttl = 9 * time.Second
-	l, err := c.Acquire(ctx, "res", client.WithTTL(ttl))
+	l, err := c.TryAcquire(ctx, "res", client.WithTTL(ttl))
 	require.NoError(t, err)
 	for i := 1; i <= 4; i++ {
 		nw.SetDelay(i, time.Minute) // hang, in real time

@@ -249,9 +249,11 @@ func TestKillStorm(t *testing.T) {
 			for stormCtx.Err() == nil {
 				res := stormResources[rng.IntN(len(stormResources))]
 				ttl := 400*time.Millisecond + time.Duration(rng.IntN(600))*time.Millisecond
-				actx, acancel := context.WithTimeout(stormCtx, 5*time.Second)
+				// Wait up to 3 s for the resource (Acquire waits until
+				// its context ends).
+				actx, acancel := context.WithTimeout(stormCtx, 3*time.Second)
 				t0 := time.Now()
-				lock, err := cl.Acquire(actx, res, client.WithTTL(ttl), client.WithWait(3*time.Second))
+				lock, err := cl.Acquire(actx, res, client.WithTTL(ttl))
 				took := time.Since(t0)
 				acancel()
 				if err != nil {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -33,7 +33,7 @@ func runAcquire(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
-	id, err := p2p.LoadIdentity(cfg.Identity)
+	id, err := client.LoadIdentity(cfg.Identity)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
@@ -44,16 +44,26 @@ func runAcquire(ctx context.Context, e *env, cfg Config, args []string) error {
 	// Close, never Release: this process exits, so the lease runs out by
 	// its TTL while the printed token is in use.
 	defer c.Close()
-	opts := []client.Option{client.WithTTL(cfg.TTL)}
+	// --wait D waits up to D for the resource (a context deadline on
+	// Acquire); --wait 0 tries once (TryAcquire).
+	var lock *client.Lock
 	if cfg.Wait > 0 {
-		opts = append(opts, client.WithWait(cfg.Wait))
+		lock, err = acquireWithin(ctx, c, cfg.Wait, resource, client.WithTTL(cfg.TTL))
+	} else {
+		lock, err = c.TryAcquire(ctx, resource, client.WithTTL(cfg.TTL))
 	}
-	lock, err := c.Acquire(ctx, resource, opts...)
 	if err != nil {
 		return acquireError(resource, cluster, diagnose(ctx, c, resource, err))
 	}
 	fmt.Fprintln(e.stdout, lock.Token().String())
 	return nil
+}
+
+// acquireWithin is Acquire waiting at most d: a context with timeout d.
+func acquireWithin(ctx context.Context, c *client.Client, d time.Duration, resource string, opts ...client.Option) (*client.Lock, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.Acquire(ctx, resource, opts...)
 }
 
 // diagnoseTimeout bounds the status round diagnose runs.
@@ -98,13 +108,15 @@ func acquireError(resource string, cluster *protocol.Cluster, err error) error {
 }
 
 func nodeList(ns []*client.NodeError) string {
-	seen := map[int]bool{}
-	var out []string
+	idx := make([]int, 0, len(ns))
 	for _, n := range ns {
-		if !seen[n.Index] {
-			seen[n.Index] = true
-			out = append(out, fmt.Sprint(n.Index))
-		}
+		idx = append(idx, n.Index)
+	}
+	// In index order: the errors keep the order nodes answered in.
+	slices.Sort(idx)
+	out := make([]string, 0, len(idx))
+	for _, i := range slices.Compact(idx) {
+		out = append(out, fmt.Sprint(i))
 	}
 	return strings.Join(out, ", ")
 }

@@ -141,7 +141,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 		// 1. Client 1 takes the lock and writes.
 		func() (string, error) {
 			var err error
-			if lock1, err = c1.Acquire(ctx, demoResource, client.WithTTL(demoTTL), client.WithWait(5*time.Second)); err != nil {
+			if lock1, err = acquireWithin(ctx, c1, 5*time.Second, demoResource, client.WithTTL(demoTTL)); err != nil {
 				return "client 1 acquires", err
 			}
 			if err := write(lock1.Token(), "paid (by client 1)"); err != nil {
@@ -159,7 +159,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 		// 3. Its lease runs out; meanwhile nobody else gets the lock.
 		func() (string, error) {
 			start := time.Now()
-			_, err := c2.Acquire(ctx, demoResource, client.WithTTL(demoTTL))
+			_, err := c2.TryAcquire(ctx, demoResource, client.WithTTL(demoTTL))
 			if !errors.Is(err, client.ErrBusy) {
 				return "client 2 is turned away while client 1's lease runs", fmt.Errorf("want busy, got %v", err)
 			}
@@ -171,7 +171,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 		// 4. Client 2 takes a higher epoch and writes.
 		func() (string, error) {
 			var err error
-			if lock2, err = c2.Acquire(ctx, demoResource, client.WithTTL(5*time.Second), client.WithWait(5*time.Second)); err != nil {
+			if lock2, err = acquireWithin(ctx, c2, 5*time.Second, demoResource, client.WithTTL(5*time.Second)); err != nil {
 				return "client 2 acquires", err
 			}
 			if lock2.Epoch() <= lock1.Epoch() {
@@ -223,7 +223,7 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 				return "client 1 restarts", err
 			}
 			c1 = nc
-			if lock3, err = c1.Acquire(ctx, demoResource, client.WithTTL(demoTTL), client.WithWait(5*time.Second)); err != nil {
+			if lock3, err = acquireWithin(ctx, c1, 5*time.Second, demoResource, client.WithTTL(demoTTL)); err != nil {
 				return "with node 4 stopped, client 1 acquires again", err
 			}
 			if err := write(lock3.Token(), "archived (by client 1)"); err != nil {
