@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -52,7 +51,7 @@ func (c *Client) checkEquivocation(resource string, sts []NodeStatus) {
 			continue
 		}
 		ev := protocol.Evidence{A: own, B: *v}
-		if p2p.VerifyEvidence(c.cfg.Cluster, ev) != nil {
+		if protocol.VerifyEvidence(c.cfg.Cluster, ev) != nil {
 			continue
 		}
 		log.Warnw("evidence of equivocation", "node", v.Node, "resource", resource, "epoch", v.Statement.Epoch)
@@ -77,7 +76,7 @@ func (c *Client) voteProof(resource string, sts []NodeStatus) []protocol.SignedV
 		if v == nil || v.Node != st.Index || v.Statement.Resource != resource {
 			continue
 		}
-		if p2p.VerifyVote(c.cfg.Cluster, *v) == nil {
+		if protocol.VerifyVote(c.cfg.Cluster, *v) == nil {
 			out = append(out, *v)
 		}
 	}

@@ -288,21 +288,3 @@ func PeerIDs(ss ...string) ([]peer.ID, error) {
 	}
 	return out, nil
 }
-
-// ErrBadVote is protocol.ErrBadVote.
-//
-// Deprecated: use protocol.ErrBadVote. Kept only until client switches to
-// protocol; vote rules do not belong to the transport.
-var ErrBadVote = pproto.ErrBadVote
-
-// VerifyVote is protocol.VerifyVote.
-//
-// Deprecated: use protocol.VerifyVote (see ErrBadVote).
-func VerifyVote(c *pproto.Cluster, v pproto.SignedVote) error { return pproto.VerifyVote(c, v) }
-
-// VerifyEvidence is protocol.VerifyEvidence.
-//
-// Deprecated: use protocol.VerifyEvidence (see ErrBadVote).
-func VerifyEvidence(c *pproto.Cluster, ev pproto.Evidence) error {
-	return pproto.VerifyEvidence(c, ev)
-}
