@@ -1,6 +1,6 @@
 // Package dkg runs Palisade's distributed key generation and resharing
 // ceremonies over libp2p. The cryptography (kyber's Pedersen DKG over bn256
-// G2) lives in package crypto; this package moves its messages between
+// G2) lives in package crypto/dkg; this package moves its messages between
 // members, enforces phase timeouts, reports who is missing, keeps crash
 // state and writes each member's node directory.
 //
@@ -44,6 +44,7 @@ import (
 	lproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/palisade-dev/palisade/crypto"
+	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
 	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
@@ -106,22 +107,25 @@ type Config struct {
 	// Rand supplies the ceremony key and dealer seed (default
 	// crypto/rand).
 	Rand io.Reader
-	// CorruptDeals, tests only, makes this member send bad deals to one
-	// other member and never justify them.
-	CorruptDeals bool
-	// WithholdDeal, tests only, makes this member never give its deal to
-	// one other member (it still justifies when that member complains).
-	WithholdDeal bool
-
-	// hooks lets this package's tests play a Byzantine member or an
-	// adversarial network; always nil outside tests.
-	hooks *testHooks
 }
 
-// testHooks are the test-only decorators of a runner (see Config.hooks).
+// Decorator makes one member a faulty dealer, for tests: testnet's
+// DKGOptions.Corrupt and Withhold and this package's Byzantine tests
+// (package dkgtest has the two behaviours). A production ceremony (Run)
+// has none.
+type Decorator interface {
+	// Deal returns what this member serves as its deal to the new member
+	// with share index to, given its honest deal; nil serves none. victim
+	// is the member a faulty dealer cheats: the first other new member.
+	Deal(cd *cdkg.DKG, to, victim int, deal []byte) ([]byte, error)
+	// Justify reports whether this member publishes the justification that
+	// a complaint of the new member with share index from calls for.
+	Justify(from, victim int) bool
+}
+
+// testHooks let this package's tests play a Byzantine member or an
+// adversarial network (see runWith); always nil outside tests.
 type testHooks struct {
-	// started receives the runner once it is built.
-	started func(r *runner)
 	// answer rewrites this member's reply to a fetch from peer to.
 	answer func(r *runner, to peer.ID, kind uint8, reply []byte) []byte
 	// step wraps each phase step of this member (message scheduling).
@@ -182,8 +186,8 @@ type runner struct {
 	ceremony [32]byte
 	h        host.Host
 	out      io.Writer
-	key      *crypto.DKGKey
-	seed     [crypto.DKGSeedSize]byte
+	key      *cdkg.Key
+	seed     [cdkg.SeedSize]byte
 
 	mu         sync.Mutex
 	keys       map[peer.ID]keyRecord
@@ -192,7 +196,7 @@ type runner struct {
 	deals      map[peer.ID][]byte // deals this member made, by recipient
 	dealsDone  bool
 	// responses and justifs hold only items that passed the checks of
-	// crypto.DKG.CheckResponse / CheckJustification (or that this member
+	// cdkg.DKG.CheckResponse / CheckJustification (or that this member
 	// made), by slot, at most maxPerSlot / maxJustPerSlot each: a forged
 	// copy never takes a slot, so it cannot block the genuine one.
 	responses map[slot][][]byte
@@ -211,15 +215,27 @@ type runner struct {
 	hash       *[32]byte
 	hashFetch  map[peer.ID]bool
 	justFetch  map[peer.ID]bool
+
+	dec   Decorator  // a faulty dealer (tests), or nil
+	hooks *testHooks // tests only, or nil
 }
 
 // Run runs the ceremony for one member until it completes, fails or ctx
 // ends. It prints progress to cfg.Progress.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) { return runWith(ctx, cfg, nil, nil) }
+
+// RunDecorated is Run for a member that dec makes faulty (tests only).
+func RunDecorated(ctx context.Context, cfg Config, dec Decorator) (*Result, error) {
+	return runWith(ctx, cfg, dec, nil)
+}
+
+// runWith is Run with an optional faulty dealer and test hooks.
+func runWith(ctx context.Context, cfg Config, dec Decorator, hooks *testHooks) (*Result, error) {
 	r, err := newRunner(cfg)
 	if err != nil {
 		return nil, err
 	}
+	r.dec, r.hooks = dec, hooks
 	resumed, err := r.loadState()
 	if err != nil {
 		return nil, err
@@ -338,9 +354,6 @@ func newRunner(cfg Config) (*runner, error) {
 	if cfg.OldCluster == nil && cfg.OldShare != nil {
 		return nil, errors.New("dkg: an old share needs the old cluster file")
 	}
-	if h := cfg.hooks; h != nil && h.started != nil {
-		h.started(r)
-	}
 	return r, nil
 }
 
@@ -383,10 +396,10 @@ func (r *runner) loadState() (resumed bool, err error) {
 		}
 		kb, err1 := hex.DecodeString(st.Key)
 		sb, err2 := hex.DecodeString(st.Seed)
-		if err := errors.Join(err1, err2); err != nil || len(sb) != crypto.DKGSeedSize {
+		if err := errors.Join(err1, err2); err != nil || len(sb) != cdkg.SeedSize {
 			return false, fmt.Errorf("%w: %s is corrupt", ErrState, path)
 		}
-		if r.key, err = crypto.ParseDKGKey(kb); err != nil {
+		if r.key, err = cdkg.ParseKey(kb); err != nil {
 			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
 		}
 		copy(r.seed[:], sb)
@@ -395,7 +408,7 @@ func (r *runner) loadState() (resumed bool, err error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return false, fmt.Errorf("dkg: %w", err)
 	}
-	if r.key, err = crypto.GenerateDKGKey(r.cfg.Rand); err != nil {
+	if r.key, err = cdkg.GenerateKey(r.cfg.Rand); err != nil {
 		return false, err
 	}
 	if _, err := io.ReadFull(r.cfg.Rand, r.seed[:]); err != nil {
@@ -485,9 +498,20 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	victim := r.victim()
+	for i, d := range deals {
+		if r.dec != nil {
+			if d, err = r.dec.Deal(cd, i, victim, d); err != nil {
+				return nil, fmt.Errorf("dkg: decorated deal: %w", err)
+			}
+		}
+		deals[i] = d
+	}
 	r.mu.Lock()
 	for i, d := range deals {
-		r.deals[r.newByIndex(i).id] = d
+		if d != nil {
+			r.deals[r.newByIndex(i).id] = d
+		}
 	}
 	if ownResp != nil {
 		r.addOwnResponse(ownResp)
@@ -512,7 +536,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			default:
 				return false
 			}
-			if di, err := crypto.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
+			if di, err := cdkg.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
 				// A dealer gives only its own deal; anything else is forged,
 				// and counts as no usable deal (we complain about it).
 				r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
@@ -813,11 +837,11 @@ func (r *runner) keyOf(p *participant) crypto.PublicKey {
 	if k, ok := r.keys[p.id]; ok {
 		return k.Key
 	}
-	return crypto.PlaceholderDKGKey(append(r.ceremony[:], p.id...))
+	return cdkg.PlaceholderKey(append(r.ceremony[:], p.id...))
 }
 
-func (r *runner) newDKG() (*crypto.DKG, error) {
-	c := crypto.DKGConfig{Key: r.key, Seed: r.seed, Threshold: r.cfg.Members.T()}
+func (r *runner) newDKG() (*cdkg.DKG, error) {
+	c := cdkg.Config{Key: r.key, Seed: r.seed, Threshold: r.cfg.Members.T()}
 	for _, m := range r.cfg.Members.Members {
 		pid, _ := peer.Decode(m.PeerID)
 		c.NewNodes = append(c.NewNodes, r.keyOf(r.byID[pid]))
@@ -830,17 +854,14 @@ func (r *runner) newDKG() (*crypto.DKG, error) {
 			c.OldNodes = append(c.OldNodes, r.keyOf(r.byID[pid]))
 		}
 	}
-	if r.cfg.CorruptDeals {
-		c.CorruptDealsTo = []int{r.victim()}
-	}
-	d, err := crypto.NewDKG(c)
+	d, err := cdkg.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("dkg: %w", err)
 	}
 	return d, nil
 }
 
-// victim is the new index of the member the test hooks cheat: the first
+// victim is the new index of the member a Decorator cheats: the first
 // other new member.
 func (r *runner) victim() int {
 	for _, p := range r.parts {
@@ -906,8 +927,8 @@ func (r *runner) sessionsOf(d uint32) [][]byte {
 			continue
 		}
 		for _, v := range vs {
-			if resp, err := crypto.DecodeDKGResponse(v); err == nil {
-				count[string(resp.Response.SessionID)]++
+			if s, err := cdkg.ResponseSlot(v); err == nil {
+				count[string(s.SessionID)]++
 			}
 		}
 	}
@@ -954,7 +975,7 @@ func (r *runner) maxRefused() int { return 2 * len(r.parts) }
 // per peer), and reports whether the rest of the reply must be skipped.
 func (r *runner) refuse(p *participant, what string, err error, bad *int) bool {
 	*bad++
-	if !errors.Is(err, crypto.ErrDKGSession) {
+	if !errors.Is(err, cdkg.ErrSession) {
 		r.mu.Lock()
 		r.refused[p.id]++
 		n := r.refused[p.id]
@@ -987,7 +1008,7 @@ func (r *runner) fresh(p *participant, what string, it []byte, seen map[[32]byte
 // complaints (kind; both are kyber responses), checks each before it
 // takes a slot, keeps the new ones and records the justifications they
 // call for.
-func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(context.Context, *participant) bool {
+func (r *runner) pullResponses(cd *cdkg.DKG, kind uint8, what string) func(context.Context, *participant) bool {
 	return func(ctx context.Context, p *participant) bool {
 		st, payload := r.fetch(ctx, p, kind)
 		if st != statusOK {
@@ -1028,34 +1049,34 @@ func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(con
 
 // processResponse feeds a response to the DKG and keeps the justification
 // it calls for, if any (a duplicate is refused by kyber and ignored).
-func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
+func (r *runner) processResponse(cd *cdkg.DKG, it []byte) {
 	j, err := cd.ProcessResponse(it)
 	if err != nil || j == nil {
 		return
 	}
-	dj, err := crypto.DecodeDKGJustification(j)
-	if err != nil {
+	s, err := cdkg.JustificationSlot(j)
+	if err != nil || r.dec != nil && !r.dec.Justify(int(s.Member)+1, r.victim()) {
 		return
 	}
 	r.mu.Lock()
-	r.storeJustification(slot{dj.Index, dj.Justification.Index}, j)
+	r.storeJustification(slot{s.Dealer, s.Member}, j)
 	r.mu.Unlock()
 }
 
 // addOwnResponse stores a response or complaint this member made. r.mu
 // must be held.
 func (r *runner) addOwnResponse(b []byte) {
-	resp, err := crypto.DecodeDKGResponse(b)
+	s, err := cdkg.ResponseSlot(b)
 	if err != nil {
 		return
 	}
-	r.storeResponse(crypto.DKGSlot{Dealer: resp.Index, Member: resp.Response.Index}, b)
+	r.storeResponse(s, b)
 }
 
 // storeResponse stores a checked response in its slot unless it is there
 // already or the slot is full; it reports whether it stored it. r.mu must
 // be held.
-func (r *runner) storeResponse(s crypto.DKGSlot, b []byte) bool {
+func (r *runner) storeResponse(s cdkg.Slot, b []byte) bool {
 	k, h := slot{s.Dealer, s.Member}, sha256.Sum256(b)
 	if vs := r.responses[k]; len(vs) >= r.maxPerSlot() || r.stored[h] {
 		return false
@@ -1121,7 +1142,7 @@ func (r *runner) phase(parent context.Context, name string, ps []*participant, f
 		}
 		return out
 	}
-	if h := r.cfg.hooks; h != nil && h.step != nil {
+	if h := r.hooks; h != nil && h.step != nil {
 		inner := fetch
 		fetch = func(ctx context.Context, p *participant) bool {
 			return h.step(name, p.id, func() bool { return inner(ctx, p) })
@@ -1262,7 +1283,7 @@ func (r *runner) fetch(ctx context.Context, p *participant, kind uint8) (uint8, 
 		req.KeySet = r.keySet
 		r.mu.Unlock()
 	}
-	reply, err := call(ctx, r.h, p.id, req.marshal())
+	reply, err := p2p.Call(ctx, r.h, p.id, ProtoFetch, req.marshal(), MaxFrameSize)
 	if err != nil || len(reply) == 0 {
 		return statusNotReady, nil
 	}
@@ -1288,7 +1309,7 @@ func (r *runner) serve(s network.Stream) {
 		return
 	}
 	reply := r.answer(from, req)
-	if h := r.cfg.hooks; h != nil && h.answer != nil {
+	if h := r.hooks; h != nil && h.answer != nil {
 		reply = h.answer(r, from, req.Kind, reply)
 	}
 	if err := writeFrame(s, reply); err != nil {
@@ -1348,7 +1369,7 @@ func (r *runner) answer(from peer.ID, req request) []byte {
 			return []byte{statusNotReady}
 		}
 		d, ok := r.deals[from]
-		if !ok || r.cfg.WithholdDeal && p.newIdx == r.victim() {
+		if !ok {
 			return []byte{statusNone}
 		}
 		return append([]byte{statusOK}, d...)
