@@ -26,7 +26,6 @@ import (
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -107,6 +107,8 @@ type Config struct {
 	// Rand supplies the ceremony key and dealer seed (default
 	// crypto/rand).
 	Rand io.Reader
+	// Clock times the phases and the polling (default the real clock).
+	Clock clockwork.Clock
 }
 
 // Decorator makes one member a faulty dealer, for tests: testnet's
@@ -290,6 +292,9 @@ func newRunner(cfg Config) (*runner, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = crand.Reader
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	self, err := peer.IDFromPrivateKey(cfg.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("dkg: identity: %w", err)
@@ -357,14 +362,7 @@ func newRunner(cfg Config) (*runner, error) {
 	return r, nil
 }
 
-// ceremonyState is the crash-state file.
-type ceremonyState struct {
-	Ceremony string `json:"ceremony"`
-	Key      string `json:"dkg_key"`
-	Seed     string `json:"seed"`
-}
-
-// loadState resumes from crash state, or creates it.
+// loadState resumes from crash state, or creates it (see resume).
 func (r *runner) loadState() (resumed bool, err error) {
 	if err := os.MkdirAll(r.cfg.OutDir, 0o700); err != nil {
 		return false, fmt.Errorf("dkg: %w", err)
@@ -380,33 +378,20 @@ func (r *runner) loadState() (resumed bool, err error) {
 	path := filepath.Join(r.cfg.OutDir, StateFileName)
 	cid := hex.EncodeToString(r.ceremony[:])
 	b, err := p2p.ReadSecret(path)
-	switch {
-	case err == nil && r.cfg.Restart:
+	step, key, seed, err := resume(path, b, err, cid, r.cfg.Restart)
+	if err != nil {
+		return false, err
+	}
+	switch step {
+	case stateResume:
+		r.key, r.seed = key, seed
+		r.printf("dkg: resuming ceremony %s from %s: same ceremony key, same deals; the other members need do nothing if they are still running", cid[:16], path)
+		return true, nil
+	case stateErase:
 		if err := eraseFile(path); err != nil {
 			return false, err
 		}
-		fmt.Fprintf(r.out, "dkg: restarting cleanly: discarded the state of the interrupted ceremony; every other member must restart too (with --restart if it also kept state)\n")
-	case err == nil:
-		var st ceremonyState
-		if err := json.Unmarshal(b, &st); err != nil {
-			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
-		}
-		if st.Ceremony != cid {
-			return false, fmt.Errorf("%w: %s belongs to another ceremony (another member list or old cluster); run with --restart to discard it", ErrState, path)
-		}
-		kb, err1 := hex.DecodeString(st.Key)
-		sb, err2 := hex.DecodeString(st.Seed)
-		if err := errors.Join(err1, err2); err != nil || len(sb) != cdkg.SeedSize {
-			return false, fmt.Errorf("%w: %s is corrupt", ErrState, path)
-		}
-		if r.key, err = cdkg.ParseKey(kb); err != nil {
-			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
-		}
-		copy(r.seed[:], sb)
-		fmt.Fprintf(r.out, "dkg: resuming ceremony %s from %s: same ceremony key, same deals; the other members need do nothing if they are still running\n", cid[:16], path)
-		return true, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return false, fmt.Errorf("dkg: %w", err)
+		r.printf("dkg: restarting cleanly: discarded the state of the interrupted ceremony; every other member must restart too (with --restart if it also kept state)")
 	}
 	if r.key, err = cdkg.GenerateKey(r.cfg.Rand); err != nil {
 		return false, err
@@ -414,12 +399,10 @@ func (r *runner) loadState() (resumed bool, err error) {
 	if _, err := io.ReadFull(r.cfg.Rand, r.seed[:]); err != nil {
 		return false, fmt.Errorf("dkg: seed: %w", err)
 	}
-	kb, _ := r.key.MarshalBinary()
-	st, _ := json.Marshal(ceremonyState{Ceremony: cid, Key: hex.EncodeToString(kb), Seed: hex.EncodeToString(r.seed[:])})
-	if err := p2p.WriteSecret(path, st); err != nil {
+	if err := p2p.WriteSecret(path, marshalState(cid, r.key, r.seed)); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(r.out, "dkg: ceremony %s: %d participants, this member is %s\n", cid[:16], len(r.parts), r.me)
+	r.printf("dkg: ceremony %s: %d participants, this member is %s", cid[:16], len(r.parts), r.me)
 	return false, nil
 }
 
@@ -457,52 +440,95 @@ func (r *runner) printf(format string, args ...any) {
 	fmt.Fprintf(r.out, format+"\n", args...)
 }
 
-// run drives the phases.
+// run drives the ceremony, one phase after the other; state.go decides
+// when a phase ends and what follows from what it gathered.
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	// Phase 1: ceremony keys.
-	own := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: r.key.Public()}
-	sig, err := r.cfg.Identity.Sign(own.signedBytes())
+	present, res, err := r.keysPhase(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dkg: sign ceremony key: %w", err)
-	}
-	own.Sig = sig
-	r.mu.Lock()
-	r.keys[r.self] = own
-	r.mu.Unlock()
-	others := r.others(r.parts)
-	if err := r.phase(ctx, "keys", others, func(ctx context.Context, p *participant) bool {
-		return r.fetchKeys(ctx, p)
-	}, func(p *participant) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		_, ok := r.keys[p.id]
-		return ok
-	}); err != nil {
-		return nil, err
-	}
-	present, silent := r.present()
-	res := &Result{Index: r.me.newIdx}
-	for _, p := range silent {
-		res.Silent = append(res.Silent, p.String())
-	}
-	if err := r.enough(present, silent); err != nil {
 		return nil, err
 	}
 	cd, err := r.newDKG()
 	if err != nil {
 		return nil, err
 	}
-
-	// Phase 2: deals.
-	deals, ownResp, err := cd.Deals()
+	dealers, got, err := r.dealsPhase(ctx, cd, present)
 	if err != nil {
 		return nil, err
+	}
+	others := r.others(present)
+	if err := r.phase(ctx, "responses", others, r.pullResponses(cd, kindResponses, "responses"), nil); err != nil {
+		return nil, err
+	}
+	// Our own responses and the ones relayed before we finished may
+	// concern our deal: process everything we hold once more (duplicates
+	// are refused by kyber and ignored here).
+	r.mu.Lock()
+	all := r.allResponses()
+	r.mu.Unlock()
+	for _, it := range all {
+		r.processResponse(cd, it)
+	}
+	if err := r.complaintsPhase(ctx, cd, dealers, got, others); err != nil {
+		return nil, err
+	}
+	if err := r.justificationsPhase(ctx, cd, others); err != nil {
+		return nil, err
+	}
+	r.qualify(cd, res)
+	if r.me.newIdx == 0 {
+		return r.leave(ctx, others, res)
+	}
+	return r.hashPhase(ctx, cd, present, res)
+}
+
+// keysPhase publishes this member's signed ceremony key, gathers the
+// others' and fixes the key set: who is present and who is silent.
+func (r *runner) keysPhase(ctx context.Context) ([]*participant, *Result, error) {
+	own := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: r.key.Public()}
+	sig, err := r.cfg.Identity.Sign(own.signedBytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("dkg: sign ceremony key: %w", err)
+	}
+	own.Sig = sig
+	r.mu.Lock()
+	r.keys[r.self] = own
+	r.mu.Unlock()
+	if err := r.phase(ctx, "keys", r.others(r.parts), r.fetchKeys, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.keys[p.id]
+		return ok
+	}); err != nil {
+		return nil, nil, err
+	}
+	present, silent := r.present()
+	res := &Result{Index: r.me.newIdx}
+	for _, p := range silent {
+		res.Silent = append(res.Silent, p.String())
+	}
+	q := quorum{newN: len(r.cfg.Members.Members), newT: r.cfg.Members.T()}
+	if oc := r.cfg.OldCluster; oc != nil {
+		q.oldN, q.oldT = oc.Key.N(), oc.Key.Threshold()
+	}
+	if err := q.enough(present, silent); err != nil {
+		return nil, nil, err
+	}
+	return present, res, nil
+}
+
+// dealsPhase makes and serves this member's deals and, for a member that
+// receives a share, fetches each present dealer's deal to it. It returns
+// the present dealers and those whose deal this member got.
+func (r *runner) dealsPhase(ctx context.Context, cd *cdkg.DKG, present []*participant) ([]*participant, map[peer.ID]bool, error) {
+	deals, ownResp, err := cd.Deals()
+	if err != nil {
+		return nil, nil, err
 	}
 	victim := r.victim()
 	for i, d := range deals {
 		if r.dec != nil {
 			if d, err = r.dec.Deal(cd, i, victim, d); err != nil {
-				return nil, fmt.Errorf("dkg: decorated deal: %w", err)
+				return nil, nil, fmt.Errorf("dkg: decorated deal: %w", err)
 			}
 		}
 		deals[i] = d
@@ -528,96 +554,99 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	var gotMu sync.Mutex
 	if r.me.newIdx > 0 {
 		if err := r.phase(ctx, "deals", dealers, func(ctx context.Context, p *participant) bool {
-			st, payload := r.fetch(ctx, p, kindDeal)
-			switch st {
-			case statusNone:
-				return true
-			case statusOK:
-			default:
-				return false
+			ok, gotIt := r.fetchDeal(ctx, cd, p)
+			if gotIt {
+				gotMu.Lock()
+				got[p.id] = true
+				gotMu.Unlock()
 			}
-			if di, err := cdkg.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
-				// A dealer gives only its own deal; anything else is forged,
-				// and counts as no usable deal (we complain about it).
-				r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
-				return true
-			}
-			resp, err := cd.ProcessDeal(payload)
-			if err != nil {
-				r.printf("dkg: deal from %s refused: %v", p, err)
-				return true
-			}
-			gotMu.Lock()
-			got[p.id] = true
-			gotMu.Unlock()
-			r.mu.Lock()
-			r.addOwnResponse(resp)
-			r.mu.Unlock()
-			return true
+			return ok
 		}, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	r.mu.Lock()
 	r.respDone = true
 	r.mu.Unlock()
+	return dealers, got, nil
+}
 
-	// Phase 3: responses.
-	presentOthers := r.others(present)
-	if err := r.phase(ctx, "responses", presentOthers, r.pullResponses(cd, kindResponses, "responses"), nil); err != nil {
-		return nil, err
+// fetchDeal asks dealer p for its deal to this member and processes it.
+// done reports that p needs no more asking; got that its deal arrived.
+func (r *runner) fetchDeal(ctx context.Context, cd *cdkg.DKG, p *participant) (done, got bool) {
+	st, payload := r.fetch(ctx, p, kindDeal)
+	switch st {
+	case statusNone:
+		return true, false
+	case statusOK:
+	default:
+		return false, false
 	}
-	// Our own responses and the ones relayed before we finished may
-	// concern our deal: process everything we hold once more (duplicates
-	// are refused by kyber and ignored here).
+	if di, err := cdkg.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
+		// A dealer gives only its own deal; anything else is forged,
+		// and counts as no usable deal (we complain about it).
+		r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
+		return true, false
+	}
+	resp, err := cd.ProcessDeal(payload)
+	if err != nil {
+		r.printf("dkg: deal from %s refused: %v", p, err)
+		return true, false
+	}
 	r.mu.Lock()
-	all := r.allResponses()
+	r.addOwnResponse(resp)
 	r.mu.Unlock()
-	for _, it := range all {
-		r.processResponse(cd, it)
-	}
+	return true, true
+}
 
-	// Phase 4: complaints about deals this member never got (or could not
-	// open): the dealer must then justify, for everyone to see, or be
-	// excluded everywhere.
+// complaintsPhase complains about the deals this member never got (or
+// could not open): the dealer must then justify, for everyone to see, or
+// be excluded everywhere. It then gathers every member's complaints.
+func (r *runner) complaintsPhase(ctx context.Context, cd *cdkg.DKG, dealers []*participant, got map[peer.ID]bool, others []*participant) error {
 	if r.me.newIdx > 0 {
-		for _, p := range dealers {
-			if got[p.id] {
-				continue
-			}
-			// One complaint per session the (checked) responses report:
-			// the members holding the deal accept only the one with its
-			// session, so a relabelled response cannot misdirect it.
-			sids := r.sessionsOf(uint32(r.dealerIndex(p) - 1))
-			if len(sids) == 0 {
-				continue // nobody got a deal from it: excluded everywhere
-			}
-			for _, sid := range sids {
-				c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
-				if err != nil {
-					r.printf("dkg: cannot complain about %s: %v", p, err)
-					continue
-				}
+		byIndex := map[int]*participant{}
+		idx := make([]int, len(dealers))
+		gotIdx := map[int]bool{}
+		for i, p := range dealers {
+			idx[i] = r.dealerIndex(p)
+			byIndex[idx[i]] = p
+			gotIdx[idx[i]] = got[p.id]
+		}
+		r.mu.Lock()
+		due := complaintsDue(idx, gotIdx, r.responses, r.maxPerSlot())
+		r.mu.Unlock()
+		for i, c := range due {
+			p := byIndex[c.dealer]
+			b, err := cd.ComplainMissing(c.dealer, c.sid)
+			if err != nil {
+				r.printf("dkg: cannot complain about %s: %v", p, err)
+			} else {
 				r.mu.Lock()
-				r.complaints = append(r.complaints, c)
-				r.addOwnResponse(c)
+				r.complaints = append(r.complaints, b)
+				r.addOwnResponse(b)
 				r.mu.Unlock()
 			}
-			r.printf("dkg: complained that %s sent no usable deal", p)
+			if i == len(due)-1 || due[i+1].dealer != c.dealer {
+				r.printf("dkg: complained that %s sent no usable deal", p)
+			}
 		}
 	}
 	r.mu.Lock()
 	r.complDone = true
 	r.mu.Unlock()
-	if err := r.phase(ctx, "complaints", presentOthers, r.pullResponses(cd, kindComplaints, "complaints"), nil); err != nil {
-		return nil, err
+	if err := r.phase(ctx, "complaints", others, r.pullResponses(cd, kindComplaints, "complaints"), nil); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.justDone = true
 	r.mu.Unlock()
+	return nil
+}
 
-	// Phase 5: justifications.
-	if err := r.phase(ctx, "justifications", presentOthers, func(ctx context.Context, p *participant) bool {
+// justificationsPhase gathers the dealers' justifications (relayed by
+// every member) and processes the new ones.
+func (r *runner) justificationsPhase(ctx context.Context, cd *cdkg.DKG, others []*participant) error {
+	return r.phase(ctx, "justifications", others, func(ctx context.Context, p *participant) bool {
 		st, payload := r.fetch(ctx, p, kindJustifications)
 		if st != statusOK {
 			return false
@@ -654,9 +683,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			}
 		}
 		return true
-	}, nil); err != nil {
-		return nil, err
-	}
+	}, nil)
+}
+
+// qualify feeds everything held once more, ends the DKG's waiting and
+// records the excluded dealers.
+func (r *runner) qualify(cd *cdkg.DKG, res *Result) {
 	r.mu.Lock()
 	var held [][]byte
 	for _, js := range r.justifs {
@@ -664,7 +696,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	// A justification may have given us a deal we never got: the other
 	// members' responses to it can be processed now.
-	all = r.allResponses()
+	all := r.allResponses()
 	r.mu.Unlock()
 	for _, it := range held {
 		_ = cd.ProcessJustification(it) // checked or our own; duplicates are harmless
@@ -680,38 +712,34 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	r.printf("dkg: qualified dealers %v; excluded: %s", qual, orNone(res.Excluded))
+}
 
-	if r.me.newIdx == 0 {
-		// A leaving old member: nothing to receive. Keep serving until
-		// every other present member (new ones, and leaving ones, which
-		// run the justifications phase too) has fetched what it needs.
-		r.linger(ctx, r.others(present), func(p *participant) bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.justFetch[p.id]
-		})
-		if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
-			return nil, err
-		}
-		return res, nil
+// leave ends a leaving old member's ceremony: nothing to receive. It
+// keeps serving until every other present member (new ones, and leaving
+// ones, which run the justifications phase too) has fetched what it
+// needs.
+func (r *runner) leave(ctx context.Context, others []*participant, res *Result) (*Result, error) {
+	r.linger(ctx, others, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.justFetch[p.id]
+	})
+	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
+		return nil, err
 	}
+	return res, nil
+}
+
+// hashPhase builds this member's cluster.json, compares its hash with the
+// other new members' and writes the node directory.
+func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*participant, res *Result) (*Result, error) {
 	sh, gk, err := cd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v; excluded dealers: %s; silent: %s", ErrTooFewMembers, err, orNone(res.Excluded), orNone(res.Silent))
 	}
-	cf := protocol.NewClusterFile(r.cfg.Members.Name, gk, r.cfg.Members.nodes(), r.cfg.Members.Clients)
-	if r.cfg.Members.MaxEpochStep != 0 {
-		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
-	}
-	if oc := r.cfg.OldCluster; oc != nil {
-		// The new group's era starts where the old group's ends: the old
-		// nodes never vote there (node.Rules), the new ones never below.
-		if cf.EpochFloor, err = protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
-			return nil, fmt.Errorf("dkg: %w", err)
-		}
-	}
-	if _, err := protocol.NewCluster(cf); err != nil {
-		return nil, fmt.Errorf("dkg: new cluster file: %w", err)
+	cf, err := r.clusterFile(gk)
+	if err != nil {
+		return nil, err
 	}
 	hash, _, err := ClusterHash(cf)
 	if err != nil {
@@ -722,7 +750,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.hash = &hash
 	r.mu.Unlock()
 
-	// Phase 6: compare cluster.json hashes.
 	newOthers := r.newOthers(present)
 	hashes := map[peer.ID][32]byte{}
 	var hmu sync.Mutex
@@ -738,22 +765,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}, nil); err != nil {
 		return nil, err
 	}
-	agree := 1
-	var differ []string
-	for _, p := range newOthers {
-		if h, ok := hashes[p.id]; ok {
-			if h == hash {
-				agree++
-			} else {
-				differ = append(differ, p.String())
-			}
-		}
-	}
-	if t := r.cfg.Members.T(); agree < t {
-		if len(differ) > 0 {
-			return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", ErrDiverged, agree, hash[:8], t, strings.Join(differ, ", "))
-		}
-		return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d", ErrTooFewMembers, agree, hash[:8], t)
+	agree, differ, err := agreement(hash, newOthers, hashes, r.cfg.Members.T())
+	if err != nil {
+		return nil, err
 	}
 	if len(differ) > 0 {
 		// t members (f+1 of them honest) agree: the others are faulty or
@@ -781,35 +795,31 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// clusterFile is the new cluster file for group key gk.
+func (r *runner) clusterFile(gk *crypto.GroupKey) (protocol.ClusterFile, error) {
+	cf := protocol.NewClusterFile(r.cfg.Members.Name, gk, r.cfg.Members.nodes(), r.cfg.Members.Clients)
+	if r.cfg.Members.MaxEpochStep != 0 {
+		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
+	}
+	if oc := r.cfg.OldCluster; oc != nil {
+		// The new group's era starts where the old group's ends: the old
+		// nodes never vote there (node.Rules), the new ones never below.
+		var err error
+		if cf.EpochFloor, err = protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
+			return cf, fmt.Errorf("dkg: %w", err)
+		}
+	}
+	if _, err := protocol.NewCluster(cf); err != nil {
+		return cf, fmt.Errorf("dkg: new cluster file: %w", err)
+	}
+	return cf, nil
+}
+
 func orNone(xs []string) string {
 	if len(xs) == 0 {
 		return "none"
 	}
 	return strings.Join(xs, ", ")
-}
-
-// enough fails the ceremony early when too few members published keys.
-func (r *runner) enough(present, silent []*participant) error {
-	var newN, oldN int
-	for _, p := range present {
-		if p.newIdx > 0 {
-			newN++
-		}
-		if p.oldIdx > 0 {
-			oldN++
-		}
-	}
-	names := make([]string, len(silent))
-	for i, p := range silent {
-		names[i] = p.String()
-	}
-	if t := r.cfg.Members.T(); newN < t {
-		return fmt.Errorf("%w: %d of %d new members answered, need t=%d; silent: %s", ErrTooFewMembers, newN, len(r.cfg.Members.Members), t, orNone(names))
-	}
-	if oc := r.cfg.OldCluster; oc != nil && oldN < oc.Key.Threshold() {
-		return fmt.Errorf("%w: %d of %d old members answered, need their old t=%d; silent: %s", ErrTooFewMembers, oldN, oc.Key.N(), oc.Key.Threshold(), orNone(names))
-	}
-	return nil
 }
 
 // present splits participants into those whose key we hold and the silent.
@@ -908,43 +918,6 @@ func (r *runner) newOthers(ps []*participant) []*participant {
 		if p.newIdx > 0 {
 			out = append(out, p)
 		}
-	}
-	return out
-}
-
-// sessionsOf returns the session IDs that checked responses report for
-// dealer d's deal (0-based), the most reported first, or nil if no
-// response concerns it. Responses do not sign their dealer index, so a
-// relay can relabel one dealer's responses as another's; CheckResponse
-// drops those whose session this member knows to be another dealer's, and
-// the rest are all returned, at most one per dealer.
-func (r *runner) sessionsOf(d uint32) [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	count := map[string]int{}
-	for k, vs := range r.responses {
-		if k.dealer != d {
-			continue
-		}
-		for _, v := range vs {
-			if s, err := cdkg.ResponseSlot(v); err == nil {
-				count[string(s.SessionID)]++
-			}
-		}
-	}
-	sids := make([]string, 0, len(count))
-	for sid := range count {
-		sids = append(sids, sid)
-	}
-	slices.SortFunc(sids, func(a, b string) int {
-		if count[a] != count[b] {
-			return count[b] - count[a]
-		}
-		return strings.Compare(a, b)
-	})
-	var out [][]byte
-	for _, sid := range sids[:min(len(sids), r.maxPerSlot())] {
-		out = append(out, []byte(sid))
 	}
 	return out
 }
@@ -1126,81 +1099,71 @@ func (r *runner) allResponses() [][]byte {
 	return out
 }
 
-// phase polls every peer in ps with fetch until fetch reports done for
-// each, the phase times out, or ctx ends; it prints who is missing.
-// haveFn, if not nil, also counts a peer as done (for relayed keys).
+// phase runs one phase (phaseState decides): it polls the members the
+// state names with fetch, all at once, until fetch reports done for each,
+// the phase times out, or ctx ends; it prints who is missing. haveFn, if
+// not nil, also counts a peer as done (for relayed keys).
 func (r *runner) phase(parent context.Context, name string, ps []*participant, fetch func(context.Context, *participant) bool, haveFn func(*participant) bool) error {
-	ctx, cancel := context.WithTimeout(parent, r.cfg.PhaseTimeout)
+	st, step := startPhase(name, ps, r.cfg.Clock.Now(), r.cfg.PhaseTimeout, r.cfg.PollInterval)
+	// The phase's deadline also cuts the fetches in flight.
+	ctx, cancel := clockwork.WithDeadline(parent, r.cfg.Clock, st.deadline)
 	defer cancel()
-	done := map[peer.ID]bool{}
-	missing := func() []string {
-		var out []string
-		for _, p := range ps {
-			if !done[p.id] && (haveFn == nil || !haveFn(p)) {
-				out = append(out, p.String())
-			}
-		}
-		return out
-	}
 	if h := r.hooks; h != nil && h.step != nil {
 		inner := fetch
 		fetch = func(ctx context.Context, p *participant) bool {
 			return h.step(name, p.id, func() bool { return inner(ctx, p) })
 		}
 	}
-	r.printf("dkg: phase %s: waiting for %d members", name, len(ps))
-	last := ""
-	tick := time.NewTicker(r.cfg.PollInterval)
-	defer tick.Stop()
 	for {
-		var wg sync.WaitGroup
-		ok := make([]bool, len(ps))
-		for i, p := range ps {
-			if done[p.id] {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cctx, ccancel := context.WithTimeout(ctx, max(r.cfg.PollInterval*5, time.Second))
-				ok[i] = fetch(cctx, p)
-				ccancel()
-			}()
+		for _, l := range step.log {
+			r.printf("%s", l)
 		}
-		wg.Wait()
-		for i, p := range ps {
-			if ok[i] {
-				done[p.id] = true
-			}
-		}
-		m := missing()
-		if len(m) == 0 {
-			r.printf("dkg: phase %s: complete", name)
+		switch {
+		case step.over:
 			return nil
+		case len(step.poll) > 0:
+			st, step = st.polled(r.pollRound(ctx, step.poll, fetch), haveFn, r.cfg.Clock.Now())
+			continue
 		}
-		if s := strings.Join(m, ", "); s != last {
-			r.printf("dkg: phase %s: %d/%d answered; still missing: %s", name, len(ps)-len(m), len(ps), s)
-			last = s
-		}
+		timer := r.cfg.Clock.NewTimer(step.wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			if err := parent.Err(); err != nil {
 				return fmt.Errorf("dkg: interrupted in phase %s (run the same command again to resume): %w", name, err)
 			}
-			r.printf("dkg: phase %s: timed out; no answer from: %s", name, strings.Join(m, ", "))
-			return nil
-		case <-tick.C:
+		case <-timer.Chan():
 		}
+		st, step = st.tick(haveFn, r.cfg.Clock.Now())
 	}
+}
+
+// pollRound asks every member in ps at once and reports who is done.
+func (r *runner) pollRound(ctx context.Context, ps []*participant, fetch func(context.Context, *participant) bool) map[peer.ID]bool {
+	var wg sync.WaitGroup
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, ccancel := context.WithTimeout(ctx, max(r.cfg.PollInterval*5, time.Second))
+			ok[i] = fetch(cctx, p)
+			ccancel()
+		}()
+	}
+	wg.Wait()
+	out := make(map[peer.ID]bool, len(ps))
+	for i, p := range ps {
+		out[p.id] = ok[i]
+	}
+	return out
 }
 
 // linger keeps serving until done reports true for every peer, or one
 // phase timeout passes.
 func (r *runner) linger(ctx context.Context, ps []*participant, done func(*participant) bool) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.PhaseTimeout)
+	ctx, cancel := clockwork.WithTimeout(ctx, r.cfg.Clock, r.cfg.PhaseTimeout)
 	defer cancel()
-	tick := time.NewTicker(r.cfg.PollInterval)
-	defer tick.Stop()
 	for {
 		all := true
 		for _, p := range ps {
@@ -1209,10 +1172,12 @@ func (r *runner) linger(ctx context.Context, ps []*participant, done func(*parti
 		if all {
 			return
 		}
+		timer := r.cfg.Clock.NewTimer(r.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-timer.Chan():
 		}
 	}
 }
