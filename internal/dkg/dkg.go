@@ -470,7 +470,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err := r.complaintsPhase(ctx, cd, dealers, got, others); err != nil {
 		return nil, err
 	}
-	if err := r.justificationsPhase(ctx, cd, others); err != nil {
+	if err := r.phase(ctx, "justifications", others, r.pullJustifications(cd), nil); err != nil {
 		return nil, err
 	}
 	r.qualify(cd, res)
@@ -642,49 +642,6 @@ func (r *runner) complaintsPhase(ctx context.Context, cd *cdkg.DKG, dealers []*p
 	return nil
 }
 
-// justificationsPhase gathers the dealers' justifications (relayed by
-// every member) and processes the new ones.
-func (r *runner) justificationsPhase(ctx context.Context, cd *cdkg.DKG, others []*participant) error {
-	return r.phase(ctx, "justifications", others, func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kindJustifications)
-		if st != statusOK {
-			return false
-		}
-		bad := 0
-		items, err := decodeList(payload)
-		if err != nil {
-			r.refuse(p, "justifications", err, &bad)
-			return true
-		}
-		seen := map[[32]byte]bool{}
-		for _, it := range items {
-			ok, skip := r.fresh(p, "justification", it, seen, &bad)
-			if skip {
-				return true
-			}
-			if !ok {
-				continue
-			}
-			s, err := cd.CheckJustification(it)
-			if err != nil {
-				if r.refuse(p, "justification", err, &bad) {
-					return true
-				}
-				continue
-			}
-			r.mu.Lock()
-			isNew := r.storeJustification(slot{s.Dealer, s.Member}, it)
-			r.mu.Unlock()
-			if isNew {
-				if err := cd.ProcessJustification(it); err != nil {
-					r.printf("dkg: justification relayed by %s: %v", p, err)
-				}
-			}
-		}
-		return true
-	}, nil)
-}
-
 // qualify feeds everything held once more, ends the DKG's waiting and
 // records the excluded dealers.
 func (r *runner) qualify(cd *cdkg.DKG, res *Result) {
@@ -718,10 +675,17 @@ func (r *runner) qualify(cd *cdkg.DKG, res *Result) {
 // ones, which run the justifications phase too) has fetched what it
 // needs.
 func (r *runner) leave(ctx context.Context, others []*participant, res *Result) (*Result, error) {
-	r.linger(ctx, others, func(p *participant) bool {
+	return r.finish(ctx, others, r.justFetch, res)
+}
+
+// finish keeps serving until every member of ps has fetched what it needs
+// from this member (fetched, written by serve under r.mu), or one phase
+// timeout passes, then erases the crash state.
+func (r *runner) finish(ctx context.Context, ps []*participant, fetched map[peer.ID]bool, res *Result) (*Result, error) {
+	r.linger(ctx, ps, func(p *participant) bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.justFetch[p.id]
+		return fetched[p.id]
 	})
 	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
 		return nil, err
@@ -783,15 +747,7 @@ func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*partici
 	}
 	r.printf("dkg: done: share %d of %d, t=%d; cluster.json sha256 %x (confirmed by %d members)", sh.Index(), gk.N(), gk.Threshold(), hash, agree)
 	// Keep serving until every present member fetched our hash.
-	r.linger(ctx, newOthers, func(p *participant) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.hashFetch[p.id]
-	})
-	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return r.finish(ctx, newOthers, r.hashFetch, res)
 }
 
 // clusterFile is the new cluster file for group key gk.

@@ -73,16 +73,33 @@ func (r *runner) fresh(p *participant, what string, it []byte, seen map[[32]byte
 // takes a slot, keeps the new ones and records the justifications they
 // call for.
 func (r *runner) pullResponses(cd *cdkg.DKG, kind uint8, what string) func(context.Context, *participant) bool {
-	return func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kind)
-		if st != statusOK {
-			return false
+	return r.pullRelayed(kind, what, what, cd.CheckResponse, r.storeResponse, func(_ *participant, it []byte) {
+		r.processResponse(cd, it)
+	})
+}
+
+// pullJustifications is the phase step that fetches one member's
+// justifications, checks each before it takes a slot and processes the
+// new ones.
+func (r *runner) pullJustifications(cd *cdkg.DKG) func(context.Context, *participant) bool {
+	store := func(s cdkg.Slot, it []byte) bool { return r.storeJustification(slot{s.Dealer, s.Member}, it) }
+	return r.pullRelayed(kindJustifications, "justifications", "justification", cd.CheckJustification, store, func(p *participant, it []byte) {
+		if err := cd.ProcessJustification(it); err != nil {
+			r.printf("dkg: justification relayed by %s: %v", p, err)
 		}
+	})
+}
+
+// pullRelayed is the phase step that fetches one member's list of relayed
+// items of kind: each new item is checked before it takes a slot (store,
+// called with r.mu held, reports whether it is new), then processed. A
+// peer whose reply holds too many refused items is cut short.
+func (r *runner) pullRelayed(kind uint8, list, what string, check func([]byte) (cdkg.Slot, error), store func(cdkg.Slot, []byte) bool, process func(*participant, []byte)) func(context.Context, *participant) bool {
+	return func(ctx context.Context, p *participant) bool {
 		bad := 0
-		items, err := decodeList(payload)
-		if err != nil {
-			r.refuse(p, what, err, &bad)
-			return true
+		items, ready, ok := r.fetchList(ctx, p, kind, list, &bad)
+		if !ok {
+			return ready
 		}
 		seen := map[[32]byte]bool{}
 		for _, it := range items {
@@ -93,7 +110,7 @@ func (r *runner) pullResponses(cd *cdkg.DKG, kind uint8, what string) func(conte
 			if !ok {
 				continue
 			}
-			s, err := cd.CheckResponse(it)
+			s, err := check(it)
 			if err != nil {
 				if r.refuse(p, what, err, &bad) {
 					return true
@@ -101,10 +118,10 @@ func (r *runner) pullResponses(cd *cdkg.DKG, kind uint8, what string) func(conte
 				continue
 			}
 			r.mu.Lock()
-			isNew := r.storeResponse(s, it)
+			isNew := store(s, it)
 			r.mu.Unlock()
 			if isNew {
-				r.processResponse(cd, it)
+				process(p, it)
 			}
 		}
 		return true
@@ -188,4 +205,20 @@ func (r *runner) allResponses() [][]byte {
 		out = append(out, r.responses[k]...)
 	}
 	return out
+}
+
+// fetchList fetches p's list reply of kind: ready is false when p has
+// nothing for this member yet; a list that does not decode is refused
+// (counted in bad) and gives ok false.
+func (r *runner) fetchList(ctx context.Context, p *participant, kind uint8, what string, bad *int) (items [][]byte, ready, ok bool) {
+	st, payload := r.fetch(ctx, p, kind)
+	if st != statusOK {
+		return nil, false, false
+	}
+	items, err := decodeList(payload)
+	if err != nil {
+		r.refuse(p, what, err, bad)
+		return nil, true, false
+	}
+	return items, true, true
 }

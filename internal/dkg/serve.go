@@ -18,14 +18,9 @@ import (
 
 // fetchKeys asks p for every ceremony key it holds and keeps the valid ones.
 func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
-	st, payload := r.fetch(ctx, p, kindKeys)
-	if st != statusOK {
-		return false
-	}
 	bad := 0
-	items, err := decodeList(payload)
-	if err != nil {
-		r.refuse(p, "keys", err, &bad)
+	items, _, ok := r.fetchList(ctx, p, kindKeys, "keys", &bad)
+	if !ok {
 		return false
 	}
 	for _, it := range items {
@@ -69,8 +64,8 @@ func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.keys[p.id]
-	return ok
+	_, have := r.keys[p.id]
+	return have
 }
 
 // fetch sends one request to p and returns the reply's status and payload;
