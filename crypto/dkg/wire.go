@@ -400,7 +400,7 @@ func decodeJustification(b []byte) (*pedersen.Justification, error) {
 
 // encryptDeal encrypts a plaintext VSS deal to verifier i exactly as
 // kyber's vss.Dealer does (signed ephemeral DH key, HKDF, AES-GCM). It is
-// used only to forge bad deals in tests (Config.CorruptDealsTo).
+// used only to forge bad deals for fault-injection tests (DKG.CorruptDeal).
 func encryptDeal(long *Key, verifiers []kyber.Point, i int, deal *vss.Deal) (*vss.EncryptedDeal, error) {
 	dhSecret := g2suite.Scalar().Pick(random.New())
 	dhPublic := g2suite.Point().Mul(dhSecret, nil)
