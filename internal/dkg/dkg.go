@@ -19,6 +19,15 @@
 // (broadcast by relay), complaints (about deals a member never got),
 // justifications (broadcast by relay), hash (every member compares the
 // SHA-256 of the cluster.json it built).
+//
+// Layout: state.go holds the rules as pure transitions (when a phase
+// polls, waits, completes or times out; who is present enough; which
+// complaints are owed; whether the hashes agree; what to do with crash
+// state), table-tested on a fake clock. dkg.go is the driver: one method
+// per phase, polling and waiting on Config.Clock and persisting. relay.go
+// keeps and checks relayed items; serve.go is the fetch protocol's two
+// ends; wire.go its encodings. Faulty dealers for tests plug in through
+// Decorator (package dkgtest).
 package dkg
 
 import (
