@@ -528,18 +528,28 @@ func appendUnique(xs []int, x int) []int {
 // wants a cipher.Stream, which cannot report errors, so a failed read panics
 // inside readerStream and is turned back into an error here.
 func pickPoly(rand io.Reader, t int) (pri *share.PriPoly, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			re, ok := r.(streamError)
-			if !ok {
-				panic(r)
-			}
-			pri, err = nil, re.err
-		}
-	}()
+	defer recoverStream(&err)
 	stream := readerStream{r: rand}
 	secret := suite.G2().Scalar().Pick(stream)
 	return share.NewPriPoly(suite.G2(), t, secret, stream), nil
+}
+
+// PickScalar draws a uniformly random scalar of the bn256 groups from rand
+// (it is how crypto/dkg draws a ceremony key); a failed read is an error.
+func PickScalar(rand io.Reader) (s kyber.Scalar, err error) {
+	defer recoverStream(&err)
+	return suite.G2().Scalar().Pick(readerStream{r: rand}), nil
+}
+
+// recoverStream turns a readerStream panic back into an error.
+func recoverStream(err *error) {
+	if r := recover(); r != nil {
+		re, ok := r.(streamError)
+		if !ok {
+			panic(r)
+		}
+		*err = re.err
+	}
 }
 
 type streamError struct{ err error }

@@ -2,7 +2,6 @@ package crypto
 
 import (
 	"errors"
-	"fmt"
 
 	"go.dedis.ch/kyber/v3"
 )
@@ -39,15 +38,4 @@ func decodeG2Subgroup(b []byte) (kyber.Point, error) {
 		return nil, ErrNotInSubgroup
 	}
 	return p, nil
-}
-
-// checkG2Subgroup checks points decoded by someone else (kyber's protobuf
-// decoder for a deal's commitments).
-func checkG2Subgroup(what string, pts []kyber.Point) error {
-	for i, p := range pts {
-		if p == nil || !InG2Subgroup(p) {
-			return fmt.Errorf("%s %d: %w", what, i, ErrNotInSubgroup)
-		}
-	}
-	return nil
 }

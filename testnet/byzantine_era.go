@@ -292,7 +292,7 @@ func (e *EraRelayer) RelayOnce(ctx context.Context, nw *Network, m *Member, targ
 			}
 			to := nw.Member(ti).PeerID
 			cctx, cancel := context.WithTimeout(ctx, timeout)
-			b, err := p2p.Call(cctx, r.Host(), to, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: time.Second}.Marshal())
+			b, err := p2p.Call(cctx, r.Host(), to, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
 			cancel()
 			var ack protocol.Ack
 			if err == nil {
@@ -321,7 +321,7 @@ func (e *EraRelayer) RelayOnce(ctx context.Context, nw *Network, m *Member, targ
 				what = fmt.Sprintf("an Acquire of %q epoch %d with %d new-era votes", tok.Resource, req.Epoch, len(votes))
 			}
 			cctx, cancel = context.WithTimeout(ctx, timeout)
-			b, err = p2p.Call(cctx, ch, to, protocol.ProtoAcquire, req.Marshal())
+			b, err = p2p.Call(cctx, ch, to, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 			cancel()
 			var ar protocol.AcquireReply
 			if err == nil {

@@ -862,7 +862,7 @@ func TestLyingRefusalCannotPinAcquisition(t *testing.T) {
 	defer h.Close()
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
 	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: 1, Session: directSession(1), TTL: time.Second}
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	ar, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/internal/dkg"
+	"github.com/palisade-dev/palisade/internal/dkg/dkgtest"
 	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
@@ -105,9 +106,13 @@ func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
 			cfg: dkg.Config{
 				Members: list, Identity: ids[i], OutDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
 				Progress: o.Progress, PhaseTimeout: o.PhaseTimeout, PollInterval: 50 * time.Millisecond,
-				CorruptDeals: slices.Contains(o.Corrupt, i+1),
-				WithholdDeal: slices.Contains(o.Withhold, i+1),
 			},
+		}
+		switch {
+		case runs[i].byz:
+			runs[i].dec = dkgtest.Corrupt{}
+		case slices.Contains(o.Withhold, i+1):
+			runs[i].dec = dkgtest.Withhold{}
 		}
 	}
 	if err := runAll(ctx, runs, o); err != nil {
@@ -217,7 +222,8 @@ func Reshare(ctx context.Context, dir string, old *Keys, o DKGOptions) (*Keys, e
 type memberRun struct {
 	cfg    dkg.Config
 	silent bool
-	byz    bool // corrupts its deals: its own output is not trusted
+	byz    bool          // corrupts its deals: its own output is not trusted
+	dec    dkg.Decorator // a faulty dealer (Corrupt, Withhold), or nil
 	oldDir string
 	res    *dkg.Result
 	err    error
@@ -247,7 +253,7 @@ func runAll(ctx context.Context, runs []memberRun, o DKGOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.res, r.err = dkg.Run(ctx, r.cfg)
+			r.res, r.err = dkg.RunDecorated(ctx, r.cfg, r.dec)
 		}()
 	}
 	wg.Wait()

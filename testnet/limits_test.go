@@ -84,7 +84,7 @@ func (f *badSigFlood) send(ctx context.Context, id peer.ID, commit bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _ = p2p.Call(cctx, f.h, id, proto, req)
+	_, _ = p2p.Call(cctx, f.h, id, proto, req, protocol.MaxFrameSize)
 	f.sent.Add(1)
 }
 
@@ -147,7 +147,7 @@ func TestBadSignatureFloodDoesNotSlowAcquire(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		start := time.Now()
-		_, err := p2p.Call(cctx, h, ids[i%len(ids)], protocol.ProtoStatus, protocol.StatusRequest{Resource: "calibrate"}.Marshal())
+		_, err := p2p.Call(cctx, h, ids[i%len(ids)], protocol.ProtoStatus, protocol.StatusRequest{Resource: "calibrate"}.Marshal(), protocol.MaxFrameSize)
 		calib = append(calib, time.Since(start))
 		cancel()
 		require.NoError(t, err)

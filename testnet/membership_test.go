@@ -95,21 +95,21 @@ func TestWrongClusterRefused(t *testing.T) {
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	b, err := p2p.Call(cctx, h, m.PeerID, protocol.ProtoCommit, protocol.CommitRequest{Token: foreign, TTL: time.Second}.Marshal())
+	b, err := p2p.Call(cctx, h, m.PeerID, protocol.ProtoCommit, protocol.CommitRequest{Token: foreign, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	a, err := protocol.UnmarshalAck(b)
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeBadRequest, a.Code)
 
 	req := protocol.AcquireRequest{Cluster: foreign.Cluster, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second}
-	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeWrongCluster, r.Code)
 
 	req = protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second, Proof: &foreign}
-	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err = protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)

@@ -307,7 +307,7 @@ func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epo
 	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: session, TTL: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal())
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	reply, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)
@@ -403,7 +403,7 @@ func TestStrangerRefusedByGater(t *testing.T) {
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "refused promptly, not by timeout")
 
@@ -412,7 +412,7 @@ func TestStrangerRefusedByGater(t *testing.T) {
 	require.NoError(t, err)
 	defer h2.Close()
 	require.NoError(t, p2p.AddPeer(h2, m.PeerID, m.Dir.Listen))
-	b, err := p2p.Call(ctx, h2, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	b, err := p2p.Call(ctx, h2, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	_, err = protocol.UnmarshalStatusReply(b)
 	require.NoError(t, err)
@@ -429,7 +429,7 @@ func TestOversizedFrameRefused(t *testing.T) {
 	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, make([]byte, protocol.MaxFrameSize+1))
+	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, make([]byte, protocol.MaxFrameSize+1), protocol.MaxFrameSize)
 	require.ErrorIs(t, err, protocol.ErrFrameTooLarge, "the sender refuses to write it")
 
 	s, err := h.NewStream(ctx, m.PeerID, protocol.ProtoStatus)
@@ -440,7 +440,7 @@ func TestOversizedFrameRefused(t *testing.T) {
 	require.Error(t, err, "the node resets the stream instead of answering")
 	_ = s.Reset()
 
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal())
+	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	_, err = protocol.UnmarshalStatusReply(b)
 	require.NoError(t, err)

@@ -8,8 +8,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// forbiddenDeps are the packages no verifier package may depend on, even
+// indirectly: libp2p and the node (the transport and the server side), and
+// the DKG's machinery (kyber's Pedersen DKG, VSS and Schnorr signatures and
+// the protobuf codec kyber's deals use), which belongs to crypto/dkg.
+var forbiddenDeps = []string{
+	"libp2p",
+	"github.com/palisade-dev/palisade/node",
+	"github.com/palisade-dev/palisade/crypto/dkg",
+	"go.dedis.ch/kyber/v3/share/dkg",
+	"go.dedis.ch/kyber/v3/share/vss",
+	"go.dedis.ch/kyber/v3/sign/schnorr",
+	"go.dedis.ch/protobuf",
+}
+
 // TestImportGraph keeps verifier embeddable: resources must not pull in
-// libp2p or the node (DESIGN "Packages", STYLE 14).
+// libp2p, the node or the DKG (DESIGN "Packages", STYLE 14). It covers
+// every package under verifier/, whatever subpackages come along.
 func TestImportGraph(t *testing.T) {
 	goList := func(args ...string) []string {
 		t.Helper()
@@ -18,11 +33,16 @@ func TestImportGraph(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 
-	deps := goList("-deps", ".", "./barriertest")
-	require.Contains(t, deps, "github.com/palisade-dev/palisade/verifier")
-	for _, d := range deps {
-		if strings.Contains(d, "libp2p") || strings.Contains(d, "/node") {
-			t.Errorf("verifier depends on %s", d)
+	pkgs := goList("./...")
+	require.Contains(t, pkgs, "github.com/palisade-dev/palisade/verifier")
+	require.Contains(t, pkgs, "github.com/palisade-dev/palisade/verifier/barriertest")
+	for _, pkg := range pkgs {
+		for _, d := range goList("-deps", pkg) {
+			for _, bad := range forbiddenDeps {
+				if strings.Contains(d, bad) {
+					t.Errorf("%s depends on %s", pkg, d)
+				}
+			}
 		}
 	}
 

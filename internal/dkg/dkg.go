@@ -1,6 +1,6 @@
 // Package dkg runs Palisade's distributed key generation and resharing
 // ceremonies over libp2p. The cryptography (kyber's Pedersen DKG over bn256
-// G2) lives in package crypto; this package moves its messages between
+// G2) lives in package crypto/dkg; this package moves its messages between
 // members, enforces phase timeouts, reports who is missing, keeps crash
 // state and writes each member's node directory.
 //
@@ -19,6 +19,15 @@
 // (broadcast by relay), complaints (about deals a member never got),
 // justifications (broadcast by relay), hash (every member compares the
 // SHA-256 of the cluster.json it built).
+//
+// Layout: state.go holds the rules as pure transitions (when a phase
+// polls, waits, completes or times out; who is present enough; which
+// complaints are owed; whether the hashes agree; what to do with crash
+// state), table-tested on a fake clock. dkg.go is the driver: one method
+// per phase, polling and waiting on Config.Clock and persisting. relay.go
+// keeps and checks relayed items; serve.go is the fetch protocol's two
+// ends; wire.go its encodings. Faulty dealers for tests plug in through
+// Decorator (package dkgtest).
 package dkg
 
 import (
@@ -26,7 +35,6 @@ import (
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,13 +45,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	lproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/palisade-dev/palisade/crypto"
+	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
 	"github.com/palisade-dev/palisade/internal/p2p"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
@@ -106,22 +115,27 @@ type Config struct {
 	// Rand supplies the ceremony key and dealer seed (default
 	// crypto/rand).
 	Rand io.Reader
-	// CorruptDeals, tests only, makes this member send bad deals to one
-	// other member and never justify them.
-	CorruptDeals bool
-	// WithholdDeal, tests only, makes this member never give its deal to
-	// one other member (it still justifies when that member complains).
-	WithholdDeal bool
-
-	// hooks lets this package's tests play a Byzantine member or an
-	// adversarial network; always nil outside tests.
-	hooks *testHooks
+	// Clock times the phases and the polling (default the real clock).
+	Clock clockwork.Clock
 }
 
-// testHooks are the test-only decorators of a runner (see Config.hooks).
+// Decorator makes one member a faulty dealer, for tests: testnet's
+// DKGOptions.Corrupt and Withhold and this package's Byzantine tests
+// (package dkgtest has the two behaviours). A production ceremony (Run)
+// has none.
+type Decorator interface {
+	// Deal returns what this member serves as its deal to the new member
+	// with share index to, given its honest deal; nil serves none. victim
+	// is the member a faulty dealer cheats: the first other new member.
+	Deal(cd *cdkg.DKG, to, victim int, deal []byte) ([]byte, error)
+	// Justify reports whether this member publishes the justification that
+	// a complaint of the new member with share index from calls for.
+	Justify(from, victim int) bool
+}
+
+// testHooks let this package's tests play a Byzantine member or an
+// adversarial network (see runWith); always nil outside tests.
 type testHooks struct {
-	// started receives the runner once it is built.
-	started func(r *runner)
 	// answer rewrites this member's reply to a fetch from peer to.
 	answer func(r *runner, to peer.ID, kind uint8, reply []byte) []byte
 	// step wraps each phase step of this member (message scheduling).
@@ -182,8 +196,8 @@ type runner struct {
 	ceremony [32]byte
 	h        host.Host
 	out      io.Writer
-	key      *crypto.DKGKey
-	seed     [crypto.DKGSeedSize]byte
+	key      *cdkg.Key
+	seed     [cdkg.SeedSize]byte
 
 	mu         sync.Mutex
 	keys       map[peer.ID]keyRecord
@@ -192,7 +206,7 @@ type runner struct {
 	deals      map[peer.ID][]byte // deals this member made, by recipient
 	dealsDone  bool
 	// responses and justifs hold only items that passed the checks of
-	// crypto.DKG.CheckResponse / CheckJustification (or that this member
+	// cdkg.DKG.CheckResponse / CheckJustification (or that this member
 	// made), by slot, at most maxPerSlot / maxJustPerSlot each: a forged
 	// copy never takes a slot, so it cannot block the genuine one.
 	responses map[slot][][]byte
@@ -211,15 +225,27 @@ type runner struct {
 	hash       *[32]byte
 	hashFetch  map[peer.ID]bool
 	justFetch  map[peer.ID]bool
+
+	dec   Decorator  // a faulty dealer (tests), or nil
+	hooks *testHooks // tests only, or nil
 }
 
 // Run runs the ceremony for one member until it completes, fails or ctx
 // ends. It prints progress to cfg.Progress.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) { return runWith(ctx, cfg, nil, nil) }
+
+// RunDecorated is Run for a member that dec makes faulty (tests only).
+func RunDecorated(ctx context.Context, cfg Config, dec Decorator) (*Result, error) {
+	return runWith(ctx, cfg, dec, nil)
+}
+
+// runWith is Run with an optional faulty dealer and test hooks.
+func runWith(ctx context.Context, cfg Config, dec Decorator, hooks *testHooks) (*Result, error) {
 	r, err := newRunner(cfg)
 	if err != nil {
 		return nil, err
 	}
+	r.dec, r.hooks = dec, hooks
 	resumed, err := r.loadState()
 	if err != nil {
 		return nil, err
@@ -273,6 +299,9 @@ func newRunner(cfg Config) (*runner, error) {
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = crand.Reader
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	self, err := peer.IDFromPrivateKey(cfg.Identity)
 	if err != nil {
@@ -338,20 +367,10 @@ func newRunner(cfg Config) (*runner, error) {
 	if cfg.OldCluster == nil && cfg.OldShare != nil {
 		return nil, errors.New("dkg: an old share needs the old cluster file")
 	}
-	if h := cfg.hooks; h != nil && h.started != nil {
-		h.started(r)
-	}
 	return r, nil
 }
 
-// ceremonyState is the crash-state file.
-type ceremonyState struct {
-	Ceremony string `json:"ceremony"`
-	Key      string `json:"dkg_key"`
-	Seed     string `json:"seed"`
-}
-
-// loadState resumes from crash state, or creates it.
+// loadState resumes from crash state, or creates it (see resume).
 func (r *runner) loadState() (resumed bool, err error) {
 	if err := os.MkdirAll(r.cfg.OutDir, 0o700); err != nil {
 		return false, fmt.Errorf("dkg: %w", err)
@@ -367,46 +386,31 @@ func (r *runner) loadState() (resumed bool, err error) {
 	path := filepath.Join(r.cfg.OutDir, StateFileName)
 	cid := hex.EncodeToString(r.ceremony[:])
 	b, err := p2p.ReadSecret(path)
-	switch {
-	case err == nil && r.cfg.Restart:
+	step, key, seed, err := resume(path, b, err, cid, r.cfg.Restart)
+	if err != nil {
+		return false, err
+	}
+	switch step {
+	case stateResume:
+		r.key, r.seed = key, seed
+		r.printf("dkg: resuming ceremony %s from %s: same ceremony key, same deals; the other members need do nothing if they are still running", cid[:16], path)
+		return true, nil
+	case stateErase:
 		if err := eraseFile(path); err != nil {
 			return false, err
 		}
-		fmt.Fprintf(r.out, "dkg: restarting cleanly: discarded the state of the interrupted ceremony; every other member must restart too (with --restart if it also kept state)\n")
-	case err == nil:
-		var st ceremonyState
-		if err := json.Unmarshal(b, &st); err != nil {
-			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
-		}
-		if st.Ceremony != cid {
-			return false, fmt.Errorf("%w: %s belongs to another ceremony (another member list or old cluster); run with --restart to discard it", ErrState, path)
-		}
-		kb, err1 := hex.DecodeString(st.Key)
-		sb, err2 := hex.DecodeString(st.Seed)
-		if err := errors.Join(err1, err2); err != nil || len(sb) != crypto.DKGSeedSize {
-			return false, fmt.Errorf("%w: %s is corrupt", ErrState, path)
-		}
-		if r.key, err = crypto.ParseDKGKey(kb); err != nil {
-			return false, fmt.Errorf("%w: %s: %v", ErrState, path, err)
-		}
-		copy(r.seed[:], sb)
-		fmt.Fprintf(r.out, "dkg: resuming ceremony %s from %s: same ceremony key, same deals; the other members need do nothing if they are still running\n", cid[:16], path)
-		return true, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return false, fmt.Errorf("dkg: %w", err)
+		r.printf("dkg: restarting cleanly: discarded the state of the interrupted ceremony; every other member must restart too (with --restart if it also kept state)")
 	}
-	if r.key, err = crypto.GenerateDKGKey(r.cfg.Rand); err != nil {
+	if r.key, err = cdkg.GenerateKey(r.cfg.Rand); err != nil {
 		return false, err
 	}
 	if _, err := io.ReadFull(r.cfg.Rand, r.seed[:]); err != nil {
 		return false, fmt.Errorf("dkg: seed: %w", err)
 	}
-	kb, _ := r.key.MarshalBinary()
-	st, _ := json.Marshal(ceremonyState{Ceremony: cid, Key: hex.EncodeToString(kb), Seed: hex.EncodeToString(r.seed[:])})
-	if err := p2p.WriteSecret(path, st); err != nil {
+	if err := p2p.WriteSecret(path, marshalState(cid, r.key, r.seed)); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(r.out, "dkg: ceremony %s: %d participants, this member is %s\n", cid[:16], len(r.parts), r.me)
+	r.printf("dkg: ceremony %s: %d participants, this member is %s", cid[:16], len(r.parts), r.me)
 	return false, nil
 }
 
@@ -444,50 +448,104 @@ func (r *runner) printf(format string, args ...any) {
 	fmt.Fprintf(r.out, format+"\n", args...)
 }
 
-// run drives the phases.
+// run drives the ceremony, one phase after the other; state.go decides
+// when a phase ends and what follows from what it gathered.
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	// Phase 1: ceremony keys.
-	own := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: r.key.Public()}
-	sig, err := r.cfg.Identity.Sign(own.signedBytes())
+	present, res, err := r.keysPhase(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dkg: sign ceremony key: %w", err)
-	}
-	own.Sig = sig
-	r.mu.Lock()
-	r.keys[r.self] = own
-	r.mu.Unlock()
-	others := r.others(r.parts)
-	if err := r.phase(ctx, "keys", others, func(ctx context.Context, p *participant) bool {
-		return r.fetchKeys(ctx, p)
-	}, func(p *participant) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		_, ok := r.keys[p.id]
-		return ok
-	}); err != nil {
-		return nil, err
-	}
-	present, silent := r.present()
-	res := &Result{Index: r.me.newIdx}
-	for _, p := range silent {
-		res.Silent = append(res.Silent, p.String())
-	}
-	if err := r.enough(present, silent); err != nil {
 		return nil, err
 	}
 	cd, err := r.newDKG()
 	if err != nil {
 		return nil, err
 	}
-
-	// Phase 2: deals.
-	deals, ownResp, err := cd.Deals()
+	dealers, got, err := r.dealsPhase(ctx, cd, present)
 	if err != nil {
 		return nil, err
 	}
+	others := r.others(present)
+	if err := r.phase(ctx, "responses", others, r.pullResponses(cd, kindResponses, "responses"), nil); err != nil {
+		return nil, err
+	}
+	// Our own responses and the ones relayed before we finished may
+	// concern our deal: process everything we hold once more (duplicates
+	// are refused by kyber and ignored here).
+	r.mu.Lock()
+	all := r.allResponses()
+	r.mu.Unlock()
+	for _, it := range all {
+		r.processResponse(cd, it)
+	}
+	if err := r.complaintsPhase(ctx, cd, dealers, got, others); err != nil {
+		return nil, err
+	}
+	if err := r.phase(ctx, "justifications", others, r.pullJustifications(cd), nil); err != nil {
+		return nil, err
+	}
+	r.qualify(cd, res)
+	if r.me.newIdx == 0 {
+		return r.leave(ctx, others, res)
+	}
+	return r.hashPhase(ctx, cd, present, res)
+}
+
+// keysPhase publishes this member's signed ceremony key, gathers the
+// others' and fixes the key set: who is present and who is silent.
+func (r *runner) keysPhase(ctx context.Context) ([]*participant, *Result, error) {
+	own := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: r.key.Public()}
+	sig, err := r.cfg.Identity.Sign(own.signedBytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("dkg: sign ceremony key: %w", err)
+	}
+	own.Sig = sig
+	r.mu.Lock()
+	r.keys[r.self] = own
+	r.mu.Unlock()
+	if err := r.phase(ctx, "keys", r.others(r.parts), r.fetchKeys, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.keys[p.id]
+		return ok
+	}); err != nil {
+		return nil, nil, err
+	}
+	present, silent := r.present()
+	res := &Result{Index: r.me.newIdx}
+	for _, p := range silent {
+		res.Silent = append(res.Silent, p.String())
+	}
+	q := quorum{newN: len(r.cfg.Members.Members), newT: r.cfg.Members.T()}
+	if oc := r.cfg.OldCluster; oc != nil {
+		q.oldN, q.oldT = oc.Key.N(), oc.Key.Threshold()
+	}
+	if err := q.enough(present, silent); err != nil {
+		return nil, nil, err
+	}
+	return present, res, nil
+}
+
+// dealsPhase makes and serves this member's deals and, for a member that
+// receives a share, fetches each present dealer's deal to it. It returns
+// the present dealers and those whose deal this member got.
+func (r *runner) dealsPhase(ctx context.Context, cd *cdkg.DKG, present []*participant) ([]*participant, map[peer.ID]bool, error) {
+	deals, ownResp, err := cd.Deals()
+	if err != nil {
+		return nil, nil, err
+	}
+	victim := r.victim()
+	for i, d := range deals {
+		if r.dec != nil {
+			if d, err = r.dec.Deal(cd, i, victim, d); err != nil {
+				return nil, nil, fmt.Errorf("dkg: decorated deal: %w", err)
+			}
+		}
+		deals[i] = d
+	}
 	r.mu.Lock()
 	for i, d := range deals {
-		r.deals[r.newByIndex(i).id] = d
+		if d != nil {
+			r.deals[r.newByIndex(i).id] = d
+		}
 	}
 	if ownResp != nil {
 		r.addOwnResponse(ownResp)
@@ -504,135 +562,98 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	var gotMu sync.Mutex
 	if r.me.newIdx > 0 {
 		if err := r.phase(ctx, "deals", dealers, func(ctx context.Context, p *participant) bool {
-			st, payload := r.fetch(ctx, p, kindDeal)
-			switch st {
-			case statusNone:
-				return true
-			case statusOK:
-			default:
-				return false
+			ok, gotIt := r.fetchDeal(ctx, cd, p)
+			if gotIt {
+				gotMu.Lock()
+				got[p.id] = true
+				gotMu.Unlock()
 			}
-			if di, err := crypto.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
-				// A dealer gives only its own deal; anything else is forged,
-				// and counts as no usable deal (we complain about it).
-				r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
-				return true
-			}
-			resp, err := cd.ProcessDeal(payload)
-			if err != nil {
-				r.printf("dkg: deal from %s refused: %v", p, err)
-				return true
-			}
-			gotMu.Lock()
-			got[p.id] = true
-			gotMu.Unlock()
-			r.mu.Lock()
-			r.addOwnResponse(resp)
-			r.mu.Unlock()
-			return true
+			return ok
 		}, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	r.mu.Lock()
 	r.respDone = true
 	r.mu.Unlock()
+	return dealers, got, nil
+}
 
-	// Phase 3: responses.
-	presentOthers := r.others(present)
-	if err := r.phase(ctx, "responses", presentOthers, r.pullResponses(cd, kindResponses, "responses"), nil); err != nil {
-		return nil, err
+// fetchDeal asks dealer p for its deal to this member and processes it.
+// done reports that p needs no more asking; got that its deal arrived.
+func (r *runner) fetchDeal(ctx context.Context, cd *cdkg.DKG, p *participant) (done, got bool) {
+	st, payload := r.fetch(ctx, p, kindDeal)
+	switch st {
+	case statusNone:
+		return true, false
+	case statusOK:
+	default:
+		return false, false
 	}
-	// Our own responses and the ones relayed before we finished may
-	// concern our deal: process everything we hold once more (duplicates
-	// are refused by kyber and ignored here).
+	if di, err := cdkg.DealDealer(payload); err != nil || int(di) != r.dealerIndex(p)-1 {
+		// A dealer gives only its own deal; anything else is forged,
+		// and counts as no usable deal (we complain about it).
+		r.refuse(p, "deal", fmt.Errorf("deal of dealer %d served by dealer %d (%v)", di+1, r.dealerIndex(p), err), new(int))
+		return true, false
+	}
+	resp, err := cd.ProcessDeal(payload)
+	if err != nil {
+		r.printf("dkg: deal from %s refused: %v", p, err)
+		return true, false
+	}
 	r.mu.Lock()
-	all := r.allResponses()
+	r.addOwnResponse(resp)
 	r.mu.Unlock()
-	for _, it := range all {
-		r.processResponse(cd, it)
-	}
+	return true, true
+}
 
-	// Phase 4: complaints about deals this member never got (or could not
-	// open): the dealer must then justify, for everyone to see, or be
-	// excluded everywhere.
+// complaintsPhase complains about the deals this member never got (or
+// could not open): the dealer must then justify, for everyone to see, or
+// be excluded everywhere. It then gathers every member's complaints.
+func (r *runner) complaintsPhase(ctx context.Context, cd *cdkg.DKG, dealers []*participant, got map[peer.ID]bool, others []*participant) error {
 	if r.me.newIdx > 0 {
-		for _, p := range dealers {
-			if got[p.id] {
-				continue
-			}
-			// One complaint per session the (checked) responses report:
-			// the members holding the deal accept only the one with its
-			// session, so a relabelled response cannot misdirect it.
-			sids := r.sessionsOf(uint32(r.dealerIndex(p) - 1))
-			if len(sids) == 0 {
-				continue // nobody got a deal from it: excluded everywhere
-			}
-			for _, sid := range sids {
-				c, err := cd.ComplainMissing(r.dealerIndex(p), sid)
-				if err != nil {
-					r.printf("dkg: cannot complain about %s: %v", p, err)
-					continue
-				}
+		byIndex := map[int]*participant{}
+		idx := make([]int, len(dealers))
+		gotIdx := map[int]bool{}
+		for i, p := range dealers {
+			idx[i] = r.dealerIndex(p)
+			byIndex[idx[i]] = p
+			gotIdx[idx[i]] = got[p.id]
+		}
+		r.mu.Lock()
+		due := complaintsDue(idx, gotIdx, r.responses, r.maxPerSlot())
+		r.mu.Unlock()
+		for i, c := range due {
+			p := byIndex[c.dealer]
+			b, err := cd.ComplainMissing(c.dealer, c.sid)
+			if err != nil {
+				r.printf("dkg: cannot complain about %s: %v", p, err)
+			} else {
 				r.mu.Lock()
-				r.complaints = append(r.complaints, c)
-				r.addOwnResponse(c)
+				r.complaints = append(r.complaints, b)
+				r.addOwnResponse(b)
 				r.mu.Unlock()
 			}
-			r.printf("dkg: complained that %s sent no usable deal", p)
+			if i == len(due)-1 || due[i+1].dealer != c.dealer {
+				r.printf("dkg: complained that %s sent no usable deal", p)
+			}
 		}
 	}
 	r.mu.Lock()
 	r.complDone = true
 	r.mu.Unlock()
-	if err := r.phase(ctx, "complaints", presentOthers, r.pullResponses(cd, kindComplaints, "complaints"), nil); err != nil {
-		return nil, err
+	if err := r.phase(ctx, "complaints", others, r.pullResponses(cd, kindComplaints, "complaints"), nil); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.justDone = true
 	r.mu.Unlock()
+	return nil
+}
 
-	// Phase 5: justifications.
-	if err := r.phase(ctx, "justifications", presentOthers, func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kindJustifications)
-		if st != statusOK {
-			return false
-		}
-		bad := 0
-		items, err := decodeList(payload)
-		if err != nil {
-			r.refuse(p, "justifications", err, &bad)
-			return true
-		}
-		seen := map[[32]byte]bool{}
-		for _, it := range items {
-			ok, skip := r.fresh(p, "justification", it, seen, &bad)
-			if skip {
-				return true
-			}
-			if !ok {
-				continue
-			}
-			s, err := cd.CheckJustification(it)
-			if err != nil {
-				if r.refuse(p, "justification", err, &bad) {
-					return true
-				}
-				continue
-			}
-			r.mu.Lock()
-			isNew := r.storeJustification(slot{s.Dealer, s.Member}, it)
-			r.mu.Unlock()
-			if isNew {
-				if err := cd.ProcessJustification(it); err != nil {
-					r.printf("dkg: justification relayed by %s: %v", p, err)
-				}
-			}
-		}
-		return true
-	}, nil); err != nil {
-		return nil, err
-	}
+// qualify feeds everything held once more, ends the DKG's waiting and
+// records the excluded dealers.
+func (r *runner) qualify(cd *cdkg.DKG, res *Result) {
 	r.mu.Lock()
 	var held [][]byte
 	for _, js := range r.justifs {
@@ -640,7 +661,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	// A justification may have given us a deal we never got: the other
 	// members' responses to it can be processed now.
-	all = r.allResponses()
+	all := r.allResponses()
 	r.mu.Unlock()
 	for _, it := range held {
 		_ = cd.ProcessJustification(it) // checked or our own; duplicates are harmless
@@ -656,38 +677,41 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	r.printf("dkg: qualified dealers %v; excluded: %s", qual, orNone(res.Excluded))
+}
 
-	if r.me.newIdx == 0 {
-		// A leaving old member: nothing to receive. Keep serving until
-		// every other present member (new ones, and leaving ones, which
-		// run the justifications phase too) has fetched what it needs.
-		r.linger(ctx, r.others(present), func(p *participant) bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.justFetch[p.id]
-		})
-		if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
-			return nil, err
-		}
-		return res, nil
+// leave ends a leaving old member's ceremony: nothing to receive. It
+// keeps serving until every other present member (new ones, and leaving
+// ones, which run the justifications phase too) has fetched what it
+// needs.
+func (r *runner) leave(ctx context.Context, others []*participant, res *Result) (*Result, error) {
+	return r.finish(ctx, others, r.justFetch, res)
+}
+
+// finish keeps serving until every member of ps has fetched what it needs
+// from this member (fetched, written by serve under r.mu), or one phase
+// timeout passes, then erases the crash state.
+func (r *runner) finish(ctx context.Context, ps []*participant, fetched map[peer.ID]bool, res *Result) (*Result, error) {
+	r.linger(ctx, ps, func(p *participant) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return fetched[p.id]
+	})
+	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
+		return nil, err
 	}
+	return res, nil
+}
+
+// hashPhase builds this member's cluster.json, compares its hash with the
+// other new members' and writes the node directory.
+func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*participant, res *Result) (*Result, error) {
 	sh, gk, err := cd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v; excluded dealers: %s; silent: %s", ErrTooFewMembers, err, orNone(res.Excluded), orNone(res.Silent))
 	}
-	cf := protocol.NewClusterFile(r.cfg.Members.Name, gk, r.cfg.Members.nodes(), r.cfg.Members.Clients)
-	if r.cfg.Members.MaxEpochStep != 0 {
-		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
-	}
-	if oc := r.cfg.OldCluster; oc != nil {
-		// The new group's era starts where the old group's ends: the old
-		// nodes never vote there (node.Rules), the new ones never below.
-		if cf.EpochFloor, err = protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
-			return nil, fmt.Errorf("dkg: %w", err)
-		}
-	}
-	if _, err := protocol.NewCluster(cf); err != nil {
-		return nil, fmt.Errorf("dkg: new cluster file: %w", err)
+	cf, err := r.clusterFile(gk)
+	if err != nil {
+		return nil, err
 	}
 	hash, _, err := ClusterHash(cf)
 	if err != nil {
@@ -698,7 +722,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.hash = &hash
 	r.mu.Unlock()
 
-	// Phase 6: compare cluster.json hashes.
 	newOthers := r.newOthers(present)
 	hashes := map[peer.ID][32]byte{}
 	var hmu sync.Mutex
@@ -714,22 +737,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}, nil); err != nil {
 		return nil, err
 	}
-	agree := 1
-	var differ []string
-	for _, p := range newOthers {
-		if h, ok := hashes[p.id]; ok {
-			if h == hash {
-				agree++
-			} else {
-				differ = append(differ, p.String())
-			}
-		}
-	}
-	if t := r.cfg.Members.T(); agree < t {
-		if len(differ) > 0 {
-			return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", ErrDiverged, agree, hash[:8], t, strings.Join(differ, ", "))
-		}
-		return nil, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d", ErrTooFewMembers, agree, hash[:8], t)
+	agree, differ, err := agreement(hash, newOthers, hashes, r.cfg.Members.T())
+	if err != nil {
+		return nil, err
 	}
 	if len(differ) > 0 {
 		// t members (f+1 of them honest) agree: the others are faulty or
@@ -746,15 +756,27 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	r.printf("dkg: done: share %d of %d, t=%d; cluster.json sha256 %x (confirmed by %d members)", sh.Index(), gk.N(), gk.Threshold(), hash, agree)
 	// Keep serving until every present member fetched our hash.
-	r.linger(ctx, newOthers, func(p *participant) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.hashFetch[p.id]
-	})
-	if err := eraseFile(filepath.Join(r.cfg.OutDir, StateFileName)); err != nil {
-		return nil, err
+	return r.finish(ctx, newOthers, r.hashFetch, res)
+}
+
+// clusterFile is the new cluster file for group key gk.
+func (r *runner) clusterFile(gk *crypto.GroupKey) (protocol.ClusterFile, error) {
+	cf := protocol.NewClusterFile(r.cfg.Members.Name, gk, r.cfg.Members.nodes(), r.cfg.Members.Clients)
+	if r.cfg.Members.MaxEpochStep != 0 {
+		cf.MaxEpochStep = r.cfg.Members.MaxEpochStep
 	}
-	return res, nil
+	if oc := r.cfg.OldCluster; oc != nil {
+		// The new group's era starts where the old group's ends: the old
+		// nodes never vote there (node.Rules), the new ones never below.
+		var err error
+		if cf.EpochFloor, err = protocol.NextEpochFloor(oc.File.EpochFloor); err != nil {
+			return cf, fmt.Errorf("dkg: %w", err)
+		}
+	}
+	if _, err := protocol.NewCluster(cf); err != nil {
+		return cf, fmt.Errorf("dkg: new cluster file: %w", err)
+	}
+	return cf, nil
 }
 
 func orNone(xs []string) string {
@@ -762,30 +784,6 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, ", ")
-}
-
-// enough fails the ceremony early when too few members published keys.
-func (r *runner) enough(present, silent []*participant) error {
-	var newN, oldN int
-	for _, p := range present {
-		if p.newIdx > 0 {
-			newN++
-		}
-		if p.oldIdx > 0 {
-			oldN++
-		}
-	}
-	names := make([]string, len(silent))
-	for i, p := range silent {
-		names[i] = p.String()
-	}
-	if t := r.cfg.Members.T(); newN < t {
-		return fmt.Errorf("%w: %d of %d new members answered, need t=%d; silent: %s", ErrTooFewMembers, newN, len(r.cfg.Members.Members), t, orNone(names))
-	}
-	if oc := r.cfg.OldCluster; oc != nil && oldN < oc.Key.Threshold() {
-		return fmt.Errorf("%w: %d of %d old members answered, need their old t=%d; silent: %s", ErrTooFewMembers, oldN, oc.Key.N(), oc.Key.Threshold(), orNone(names))
-	}
-	return nil
 }
 
 // present splits participants into those whose key we hold and the silent.
@@ -813,11 +811,11 @@ func (r *runner) keyOf(p *participant) crypto.PublicKey {
 	if k, ok := r.keys[p.id]; ok {
 		return k.Key
 	}
-	return crypto.PlaceholderDKGKey(append(r.ceremony[:], p.id...))
+	return cdkg.PlaceholderKey(append(r.ceremony[:], p.id...))
 }
 
-func (r *runner) newDKG() (*crypto.DKG, error) {
-	c := crypto.DKGConfig{Key: r.key, Seed: r.seed, Threshold: r.cfg.Members.T()}
+func (r *runner) newDKG() (*cdkg.DKG, error) {
+	c := cdkg.Config{Key: r.key, Seed: r.seed, Threshold: r.cfg.Members.T()}
 	for _, m := range r.cfg.Members.Members {
 		pid, _ := peer.Decode(m.PeerID)
 		c.NewNodes = append(c.NewNodes, r.keyOf(r.byID[pid]))
@@ -830,17 +828,14 @@ func (r *runner) newDKG() (*crypto.DKG, error) {
 			c.OldNodes = append(c.OldNodes, r.keyOf(r.byID[pid]))
 		}
 	}
-	if r.cfg.CorruptDeals {
-		c.CorruptDealsTo = []int{r.victim()}
-	}
-	d, err := crypto.NewDKG(c)
+	d, err := cdkg.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("dkg: %w", err)
 	}
 	return d, nil
 }
 
-// victim is the new index of the member the test hooks cheat: the first
+// victim is the new index of the member a Decorator cheats: the first
 // other new member.
 func (r *runner) victim() int {
 	for _, p := range r.parts {
@@ -891,295 +886,71 @@ func (r *runner) newOthers(ps []*participant) []*participant {
 	return out
 }
 
-// sessionsOf returns the session IDs that checked responses report for
-// dealer d's deal (0-based), the most reported first, or nil if no
-// response concerns it. Responses do not sign their dealer index, so a
-// relay can relabel one dealer's responses as another's; CheckResponse
-// drops those whose session this member knows to be another dealer's, and
-// the rest are all returned, at most one per dealer.
-func (r *runner) sessionsOf(d uint32) [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	count := map[string]int{}
-	for k, vs := range r.responses {
-		if k.dealer != d {
-			continue
-		}
-		for _, v := range vs {
-			if resp, err := crypto.DecodeDKGResponse(v); err == nil {
-				count[string(resp.Response.SessionID)]++
-			}
-		}
-	}
-	sids := make([]string, 0, len(count))
-	for sid := range count {
-		sids = append(sids, sid)
-	}
-	slices.SortFunc(sids, func(a, b string) int {
-		if count[a] != count[b] {
-			return count[b] - count[a]
-		}
-		return strings.Compare(a, b)
-	})
-	var out [][]byte
-	for _, sid := range sids[:min(len(sids), r.maxPerSlot())] {
-		out = append(out, []byte(sid))
-	}
-	return out
-}
-
-// maxPerSlot bounds the responses kept per (dealer, responder): one per
-// dealer session a responder could have signed (see sessionsOf).
-func (r *runner) maxPerSlot() int {
-	n := 0
-	for _, p := range r.parts {
-		if r.isDealer(p) {
-			n++
-		}
-	}
-	return max(n, 1)
-}
-
-// maxRefused is how many refused items (forged, for another session, or
-// repeated) one reply may hold before the rest of it is skipped unread,
-// which bounds the decoding and signature checks a peer can cause per
-// phase. Every member serves its own items first and relays only items it
-// checked, so what a reply loses this way is at most relayed copies of
-// items their authors serve themselves; a Byzantine member can only make
-// honest members skip what it sends, which it could withhold anyway.
-func (r *runner) maxRefused() int { return 2 * len(r.parts) }
-
-// refuse counts a refused item in p's reply (bad counts them for this
-// reply), counts and reports it against p if it is forged (the first time
-// per peer), and reports whether the rest of the reply must be skipped.
-func (r *runner) refuse(p *participant, what string, err error, bad *int) bool {
-	*bad++
-	if !errors.Is(err, crypto.ErrDKGSession) {
-		r.mu.Lock()
-		r.refused[p.id]++
-		n := r.refused[p.id]
-		r.mu.Unlock()
-		if n == 1 {
-			r.printf("dkg: %s relayed by %s refused: %v", what, p, err)
-		}
-	}
-	if *bad == r.maxRefused() {
-		r.printf("dkg: %s sent %d refused items in one reply: skipping the rest of it", p, *bad)
-	}
-	return *bad >= r.maxRefused()
-}
-
-// fresh reports whether item it is neither stored already nor repeated in
-// the current reply (seen); a repeat counts as refused, and skip reports
-// whether the rest of the reply must be skipped.
-func (r *runner) fresh(p *participant, what string, it []byte, seen map[[32]byte]bool, bad *int) (ok, skip bool) {
-	h := sha256.Sum256(it)
-	if seen[h] {
-		return false, r.refuse(p, what, errors.New("item repeated in one reply"), bad)
-	}
-	seen[h] = true
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.stored[h], false
-}
-
-// pullResponses is the phase step that fetches one member's responses or
-// complaints (kind; both are kyber responses), checks each before it
-// takes a slot, keeps the new ones and records the justifications they
-// call for.
-func (r *runner) pullResponses(cd *crypto.DKG, kind uint8, what string) func(context.Context, *participant) bool {
-	return func(ctx context.Context, p *participant) bool {
-		st, payload := r.fetch(ctx, p, kind)
-		if st != statusOK {
-			return false
-		}
-		bad := 0
-		items, err := decodeList(payload)
-		if err != nil {
-			r.refuse(p, what, err, &bad)
-			return true
-		}
-		seen := map[[32]byte]bool{}
-		for _, it := range items {
-			ok, skip := r.fresh(p, what, it, seen, &bad)
-			if skip {
-				return true
-			}
-			if !ok {
-				continue
-			}
-			s, err := cd.CheckResponse(it)
-			if err != nil {
-				if r.refuse(p, what, err, &bad) {
-					return true
-				}
-				continue
-			}
-			r.mu.Lock()
-			isNew := r.storeResponse(s, it)
-			r.mu.Unlock()
-			if isNew {
-				r.processResponse(cd, it)
-			}
-		}
-		return true
-	}
-}
-
-// processResponse feeds a response to the DKG and keeps the justification
-// it calls for, if any (a duplicate is refused by kyber and ignored).
-func (r *runner) processResponse(cd *crypto.DKG, it []byte) {
-	j, err := cd.ProcessResponse(it)
-	if err != nil || j == nil {
-		return
-	}
-	dj, err := crypto.DecodeDKGJustification(j)
-	if err != nil {
-		return
-	}
-	r.mu.Lock()
-	r.storeJustification(slot{dj.Index, dj.Justification.Index}, j)
-	r.mu.Unlock()
-}
-
-// addOwnResponse stores a response or complaint this member made. r.mu
-// must be held.
-func (r *runner) addOwnResponse(b []byte) {
-	resp, err := crypto.DecodeDKGResponse(b)
-	if err != nil {
-		return
-	}
-	r.storeResponse(crypto.DKGSlot{Dealer: resp.Index, Member: resp.Response.Index}, b)
-}
-
-// storeResponse stores a checked response in its slot unless it is there
-// already or the slot is full; it reports whether it stored it. r.mu must
-// be held.
-func (r *runner) storeResponse(s crypto.DKGSlot, b []byte) bool {
-	k, h := slot{s.Dealer, s.Member}, sha256.Sum256(b)
-	if vs := r.responses[k]; len(vs) >= r.maxPerSlot() || r.stored[h] {
-		return false
-	}
-	r.responses[k] = append(r.responses[k], b)
-	r.stored[h] = true
-	return true
-}
-
-// storeJustification is storeResponse for justifications. r.mu must be
-// held.
-func (r *runner) storeJustification(k slot, b []byte) bool {
-	h := sha256.Sum256(b)
-	if len(r.justifs[k]) >= maxJustPerSlot || r.stored[h] {
-		return false
-	}
-	r.justifs[k] = append(r.justifs[k], b)
-	r.stored[h] = true
-	return true
-}
-
-// allResponses lists every stored response: this member's own first (so
-// that a reader never skips them, see maxRefused), then in slot order.
-// r.mu must be held.
-func (r *runner) allResponses() [][]byte {
-	keys := make([]slot, 0, len(r.responses))
-	for k := range r.responses {
-		keys = append(keys, k)
-	}
-	own := uint32(max(r.me.newIdx-1, 0))
-	slices.SortFunc(keys, func(a, b slot) int {
-		if ao, bo := r.me.newIdx > 0 && a.member == own, r.me.newIdx > 0 && b.member == own; ao != bo {
-			if ao {
-				return -1
-			}
-			return 1
-		}
-		if a.dealer != b.dealer {
-			return int(a.dealer) - int(b.dealer)
-		}
-		return int(a.member) - int(b.member)
-	})
-	var out [][]byte
-	for _, k := range keys {
-		out = append(out, r.responses[k]...)
-	}
-	return out
-}
-
-// phase polls every peer in ps with fetch until fetch reports done for
-// each, the phase times out, or ctx ends; it prints who is missing.
-// haveFn, if not nil, also counts a peer as done (for relayed keys).
+// phase runs one phase (phaseState decides): it polls the members the
+// state names with fetch, all at once, until fetch reports done for each,
+// the phase times out, or ctx ends; it prints who is missing. haveFn, if
+// not nil, also counts a peer as done (for relayed keys).
 func (r *runner) phase(parent context.Context, name string, ps []*participant, fetch func(context.Context, *participant) bool, haveFn func(*participant) bool) error {
-	ctx, cancel := context.WithTimeout(parent, r.cfg.PhaseTimeout)
+	st, step := startPhase(name, ps, r.cfg.Clock.Now(), r.cfg.PhaseTimeout, r.cfg.PollInterval)
+	// The phase's deadline also cuts the fetches in flight.
+	ctx, cancel := clockwork.WithDeadline(parent, r.cfg.Clock, st.deadline)
 	defer cancel()
-	done := map[peer.ID]bool{}
-	missing := func() []string {
-		var out []string
-		for _, p := range ps {
-			if !done[p.id] && (haveFn == nil || !haveFn(p)) {
-				out = append(out, p.String())
-			}
-		}
-		return out
-	}
-	if h := r.cfg.hooks; h != nil && h.step != nil {
+	if h := r.hooks; h != nil && h.step != nil {
 		inner := fetch
 		fetch = func(ctx context.Context, p *participant) bool {
 			return h.step(name, p.id, func() bool { return inner(ctx, p) })
 		}
 	}
-	r.printf("dkg: phase %s: waiting for %d members", name, len(ps))
-	last := ""
-	tick := time.NewTicker(r.cfg.PollInterval)
-	defer tick.Stop()
 	for {
-		var wg sync.WaitGroup
-		ok := make([]bool, len(ps))
-		for i, p := range ps {
-			if done[p.id] {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cctx, ccancel := context.WithTimeout(ctx, max(r.cfg.PollInterval*5, time.Second))
-				ok[i] = fetch(cctx, p)
-				ccancel()
-			}()
+		for _, l := range step.log {
+			r.printf("%s", l)
 		}
-		wg.Wait()
-		for i, p := range ps {
-			if ok[i] {
-				done[p.id] = true
-			}
-		}
-		m := missing()
-		if len(m) == 0 {
-			r.printf("dkg: phase %s: complete", name)
+		switch {
+		case step.over:
 			return nil
+		case len(step.poll) > 0:
+			st, step = st.polled(r.pollRound(ctx, step.poll, fetch), haveFn, r.cfg.Clock.Now())
+			continue
 		}
-		if s := strings.Join(m, ", "); s != last {
-			r.printf("dkg: phase %s: %d/%d answered; still missing: %s", name, len(ps)-len(m), len(ps), s)
-			last = s
-		}
+		timer := r.cfg.Clock.NewTimer(step.wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			if err := parent.Err(); err != nil {
 				return fmt.Errorf("dkg: interrupted in phase %s (run the same command again to resume): %w", name, err)
 			}
-			r.printf("dkg: phase %s: timed out; no answer from: %s", name, strings.Join(m, ", "))
-			return nil
-		case <-tick.C:
+		case <-timer.Chan():
 		}
+		st, step = st.tick(haveFn, r.cfg.Clock.Now())
 	}
+}
+
+// pollRound asks every member in ps at once and reports who is done.
+func (r *runner) pollRound(ctx context.Context, ps []*participant, fetch func(context.Context, *participant) bool) map[peer.ID]bool {
+	var wg sync.WaitGroup
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, ccancel := context.WithTimeout(ctx, max(r.cfg.PollInterval*5, time.Second))
+			ok[i] = fetch(cctx, p)
+			ccancel()
+		}()
+	}
+	wg.Wait()
+	out := make(map[peer.ID]bool, len(ps))
+	for i, p := range ps {
+		out[p.id] = ok[i]
+	}
+	return out
 }
 
 // linger keeps serving until done reports true for every peer, or one
 // phase timeout passes.
 func (r *runner) linger(ctx context.Context, ps []*participant, done func(*participant) bool) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.PhaseTimeout)
+	ctx, cancel := clockwork.WithTimeout(ctx, r.cfg.Clock, r.cfg.PhaseTimeout)
 	defer cancel()
-	tick := time.NewTicker(r.cfg.PollInterval)
-	defer tick.Stop()
 	for {
 		all := true
 		for _, p := range ps {
@@ -1188,199 +959,12 @@ func (r *runner) linger(ctx context.Context, ps []*participant, done func(*parti
 		if all {
 			return
 		}
+		timer := r.cfg.Clock.NewTimer(r.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-timer.Chan():
 		}
 	}
-}
-
-// fetchKeys asks p for every ceremony key it holds and keeps the valid ones.
-func (r *runner) fetchKeys(ctx context.Context, p *participant) bool {
-	st, payload := r.fetch(ctx, p, kindKeys)
-	if st != statusOK {
-		return false
-	}
-	bad := 0
-	items, err := decodeList(payload)
-	if err != nil {
-		r.refuse(p, "keys", err, &bad)
-		return false
-	}
-	for _, it := range items {
-		if bad >= r.maxRefused() {
-			break
-		}
-		k, err := parseKeyRecord(it)
-		if err == nil && k.Ceremony != r.ceremony {
-			err = errors.New("key for another ceremony")
-		}
-		if err != nil {
-			r.refuse(p, "ceremony key", err, &bad)
-			continue
-		}
-		pid, err := peer.Decode(k.PeerID)
-		if err != nil || r.byID[pid] == nil {
-			r.refuse(p, "ceremony key", fmt.Errorf("not a member: %q", k.PeerID), &bad)
-			continue
-		}
-		r.mu.Lock()
-		have, ok := r.keys[pid]
-		r.mu.Unlock()
-		if ok && have.Key == k.Key {
-			continue // already verified
-		}
-		pub, err := pid.ExtractPublicKey()
-		if err != nil {
-			continue
-		}
-		if ok, err := pub.Verify(k.signedBytes(), k.Sig); err != nil || !ok {
-			r.refuse(p, "ceremony key", fmt.Errorf("bad signature for %s", pid), &bad)
-			continue
-		}
-		r.mu.Lock()
-		if old, ok := r.keys[pid]; ok && old.Key != k.Key && !r.keySetDone {
-			r.printf("dkg: %s published two ceremony keys; keeping the first", r.byID[pid])
-		} else if !ok && !r.keySetDone {
-			r.keys[pid] = k
-		}
-		r.mu.Unlock()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.keys[p.id]
-	return ok
-}
-
-// fetch sends one request to p and returns the reply's status and payload;
-// a failed exchange is statusNotReady.
-func (r *runner) fetch(ctx context.Context, p *participant, kind uint8) (uint8, []byte) {
-	req := request{Ceremony: r.ceremony, Kind: kind}
-	if kind != kindKeys {
-		r.mu.Lock()
-		req.KeySet = r.keySet
-		r.mu.Unlock()
-	}
-	reply, err := call(ctx, r.h, p.id, req.marshal())
-	if err != nil || len(reply) == 0 {
-		return statusNotReady, nil
-	}
-	if reply[0] == statusWrong {
-		r.printf("dkg: %s is in another ceremony or has another key set: %s", p, string(reply[1:min(len(reply), 200)]))
-	}
-	return reply[0], reply[1:]
-}
-
-// serve answers one fetch request from a member.
-func (r *runner) serve(s network.Stream) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
-	from := s.Conn().RemotePeer()
-	b, err := readFrame(s, 128)
-	if err != nil {
-		_ = s.Reset()
-		return
-	}
-	req, err := parseRequest(b)
-	if err != nil {
-		_ = s.Reset()
-		return
-	}
-	reply := r.answer(from, req)
-	if h := r.cfg.hooks; h != nil && h.answer != nil {
-		reply = h.answer(r, from, req.Kind, reply)
-	}
-	if err := writeFrame(s, reply); err != nil {
-		_ = s.Reset()
-		return
-	}
-	// A member lingers until the others have its justifications and its
-	// cluster.json hash, then closes its host. Count an item as fetched
-	// only once the reader has it (it closes the stream after reading the
-	// reply), not when the reply is written: written bytes can still be
-	// lost with the host, and the reader would then wait out a phase.
-	if len(reply) == 0 || reply[0] != statusOK || (req.Kind != kindHash && req.Kind != kindJustifications) {
-		return
-	}
-	_ = s.CloseWrite()
-	if _, err := io.Copy(io.Discard, io.LimitReader(s, 1)); err != nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if req.Kind == kindHash {
-		r.hashFetch[from] = true
-	} else {
-		r.justFetch[from] = true
-	}
-}
-
-func (r *runner) answer(from peer.ID, req request) []byte {
-	wrong := func(msg string) []byte { return append([]byte{statusWrong}, msg...) }
-	if req.Ceremony != r.ceremony {
-		return wrong("ceremony ID differs: check that both run the same member list (and old cluster file)")
-	}
-	p := r.byID[from]
-	if p == nil {
-		return []byte{statusNone}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if req.Kind == kindKeys {
-		items := make([][]byte, 0, len(r.keys))
-		for _, q := range r.parts {
-			if k, ok := r.keys[q.id]; ok {
-				items = append(items, k.marshal())
-			}
-		}
-		return append([]byte{statusOK}, encodeList(items)...)
-	}
-	if !r.keySetDone {
-		return []byte{statusNotReady}
-	}
-	if req.KeySet != r.keySet {
-		return wrong("key set differs: members saw different members' keys; restart the ceremony")
-	}
-	switch req.Kind {
-	case kindDeal:
-		if !r.dealsDone {
-			return []byte{statusNotReady}
-		}
-		d, ok := r.deals[from]
-		if !ok || r.cfg.WithholdDeal && p.newIdx == r.victim() {
-			return []byte{statusNone}
-		}
-		return append([]byte{statusOK}, d...)
-	case kindResponses:
-		if !r.respDone {
-			return []byte{statusNotReady}
-		}
-		return append([]byte{statusOK}, encodeList(r.allResponses())...)
-	case kindJustifications:
-		if !r.justDone {
-			return []byte{statusNotReady}
-		}
-		// Our own justifications first (see maxRefused).
-		var own, relayed [][]byte
-		for k, js := range r.justifs {
-			if r.isDealer(r.me) && int(k.dealer) == r.dealerIndex(r.me)-1 {
-				own = append(own, js...)
-			} else {
-				relayed = append(relayed, js...)
-			}
-		}
-		return append([]byte{statusOK}, encodeList(append(own, relayed...))...)
-	case kindComplaints:
-		if !r.complDone {
-			return []byte{statusNotReady}
-		}
-		return append([]byte{statusOK}, encodeList(r.complaints)...)
-	case kindHash:
-		if r.hash == nil {
-			return []byte{statusNotReady}
-		}
-		return append([]byte{statusOK}, r.hash[:]...)
-	}
-	return []byte{statusNone}
 }

@@ -17,13 +17,15 @@ import (
 	"go.dedis.ch/kyber/v3/pairing/bn256"
 
 	"github.com/palisade-dev/palisade/crypto"
+	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
+	"github.com/palisade-dev/palisade/internal/dkg/dkgtest"
 	"github.com/palisade-dev/palisade/node"
 )
 
 // This file plays one Byzantine member (f = 1 of 4) that relays forgeries
 // to the honest members, and a network that delivers what it relays before
 // anything from honest members. The Byzantine behaviour lives in test
-// hooks (Config.hooks); the honest members run the production code.
+// hooks (runWith); the honest members run the production code.
 
 // relayGate is an honest member's network: in the relayed phases, nothing
 // from an honest member is processed before the Byzantine member's reply
@@ -86,11 +88,11 @@ func (f *forger) learn(genuine [][]byte) {
 	if f.sids == nil {
 		f.sids = map[uint32][]byte{}
 	}
-	// Byte offsets of crypto.EncodeDKGResponse: version, kind, dealer (4),
+	// Byte offsets of the crypto/dkg response encoding: version, kind, dealer (4),
 	// session ID, responder (4), status, signature.
-	const sidAt, fromAt, sigAt = 6, 6 + crypto.DKGSessionIDSize, 6 + crypto.DKGSessionIDSize + 5
+	const sidAt, fromAt, sigAt = 6, 6 + cdkg.SessionIDSize, 6 + cdkg.SessionIDSize + 5
 	for _, it := range genuine {
-		if len(it) != sigAt+crypto.SchnorrSignatureSize || int(binary.BigEndian.Uint32(it[fromAt:])) != f.self {
+		if len(it) != sigAt+cdkg.SchnorrSignatureSize || int(binary.BigEndian.Uint32(it[fromAt:])) != f.self {
 			continue
 		}
 		f.sids[binary.BigEndian.Uint32(it[2:])] = it[sidAt:fromAt]
@@ -163,7 +165,7 @@ func (f *forger) answer(t *testing.T) func(r *runner, to peer.ID, kind uint8, re
 				}
 			}
 			for range f.flood {
-				sid := make([]byte, crypto.DKGSessionIDSize)
+				sid := make([]byte, cdkg.SessionIDSize)
 				f.badRand.Read(sid)
 				d, x := uint32(f.badRand.Intn(4)), uint32(f.badRand.Intn(4))
 				forged = append(forged, forgeResponse(d, sid, x, 1, sig))
@@ -173,7 +175,7 @@ func (f *forger) answer(t *testing.T) func(r *runner, to peer.ID, kind uint8, re
 			for range f.flood + f.junk {
 				junk := make([]byte, 64+f.badRand.Intn(200))
 				f.badRand.Read(junk)
-				junk[0], junk[1] = crypto.DKGWireVersion, 3
+				junk[0], junk[1] = cdkg.WireVersion, 3
 				forged = append(forged, junk)
 			}
 			f.mu.Unlock()
@@ -187,7 +189,7 @@ func (f *forger) answer(t *testing.T) func(r *runner, to peer.ID, kind uint8, re
 // forgeResponse encodes a response with the given fields and a signature
 // that is well-formed but not its responder's.
 func forgeResponse(dealer uint32, sid []byte, responder uint32, status byte, sig []byte) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{crypto.DKGWireVersion, 2}, dealer)
+	b := binary.BigEndian.AppendUint32([]byte{cdkg.WireVersion, 2}, dealer)
 	b = append(b, sid...)
 	b = binary.BigEndian.AppendUint32(b, responder)
 	b = append(b, status)
@@ -257,19 +259,25 @@ func runByzantine(t *testing.T, f *forger, deals byzDeals) byzRun {
 			// Byzantine member may exit before the others read its hash).
 			PhaseTimeout: 10 * time.Second, PollInterval: 20 * time.Millisecond,
 			Rand: mrand.New(mrand.NewSource(int64(i + 1)))}
+		var dec Decorator
+		var hooks *testHooks
 		if i == 3 {
-			cfg.CorruptDeals = deals == dealsCorrupt
-			cfg.WithholdDeal = deals == dealsWithheld
-			cfg.hooks = &testHooks{answer: f.answer(t)}
+			switch deals {
+			case dealsCorrupt:
+				dec = dkgtest.Corrupt{}
+			case dealsWithheld:
+				dec = dkgtest.Withhold{}
+			}
+			hooks = &testHooks{answer: f.answer(t)}
 		} else {
 			g := &relayGate{byz: byz, done: map[string]bool{}}
 			br.served[i] = &served{max: map[uint8]int{}}
-			cfg.hooks = &testHooks{step: g.step, answer: br.served[i].answer(t)}
+			hooks = &testHooks{step: g.step, answer: br.served[i].answer(t)}
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			br.results[i], br.errs[i] = Run(ctx, cfg)
+			br.results[i], br.errs[i] = runWith(ctx, cfg, dec, hooks)
 		}()
 	}
 	wg.Wait()

@@ -2,18 +2,13 @@ package dkg
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
-	lproto "github.com/libp2p/go-libp2p/core/protocol"
-
 	"github.com/palisade-dev/palisade/crypto"
+	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -49,7 +44,7 @@ const (
 	wireVersion = 1
 	keyDomain   = "palisade/dkg/key/v1\x00"
 	maxList     = 1 << 16
-	maxItem     = crypto.MaxDKGCipherSize + 1024
+	maxItem     = cdkg.MaxCipherSize + 1024
 )
 
 var errMalformed = errors.New("dkg: malformed ceremony message")
@@ -174,35 +169,6 @@ func parseKeyRecord(b []byte) (keyRecord, error) {
 	}
 	k.Sig = bytes.Clone(b)
 	return k, nil
-}
-
-// call sends one request frame to p on ProtoFetch and reads one reply.
-func call(ctx context.Context, h host.Host, p peer.ID, req []byte) ([]byte, error) {
-	ctx = network.WithForceDirectDial(ctx, "palisade ceremony member")
-	s, err := h.NewStream(ctx, p, lproto.ID(ProtoFetch))
-	if err != nil {
-		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
-	defer stop()
-	if err := writeFrame(s, req); err != nil {
-		_ = s.Reset()
-		return nil, err
-	}
-	if err := s.CloseWrite(); err != nil {
-		_ = s.Reset()
-		return nil, err
-	}
-	reply, err := readFrame(s, MaxFrameSize)
-	if err != nil {
-		_ = s.Reset()
-		return nil, err
-	}
-	_ = s.Close()
-	return reply, nil
 }
 
 // writeFrame writes one uvarint-length-prefixed frame of at most

@@ -175,8 +175,9 @@ func AddPeer(h host.Host, id peer.ID, addrs []string) error {
 const permanentAddrTTL = time.Duration(1<<63 - 1)
 
 // Call sends one request frame on a fresh stream of proto and reads one
-// reply frame, all within ctx.
-func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte) ([]byte, error) {
+// reply frame of at most maxReply bytes (protocol.MaxFrameSize for the
+// token plane; the DKG's frames are larger), all within ctx.
+func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte, maxReply int) ([]byte, error) {
 	ctx = network.WithForceDirectDial(ctx, "palisade member")
 	s, err := h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
@@ -195,7 +196,7 @@ func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte)
 		_ = s.Reset()
 		return nil, fmt.Errorf("send %s: %w", proto, ctxErr(ctx, err))
 	}
-	reply, err := pproto.ReadFrame(s, pproto.MaxFrameSize)
+	reply, err := pproto.ReadFrame(s, maxReply)
 	if err != nil {
 		_ = s.Reset()
 		return nil, fmt.Errorf("read %s reply: %w", proto, ctxErr(ctx, err))

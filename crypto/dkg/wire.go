@@ -1,4 +1,4 @@
-package crypto
+package dkg
 
 import (
 	"bytes"
@@ -10,44 +10,43 @@ import (
 	"fmt"
 
 	"go.dedis.ch/kyber/v3"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 	"go.dedis.ch/kyber/v3/share"
-	dkg "go.dedis.ch/kyber/v3/share/dkg/pedersen"
+	pedersen "go.dedis.ch/kyber/v3/share/dkg/pedersen"
 	vss "go.dedis.ch/kyber/v3/share/vss/pedersen"
 	"go.dedis.ch/kyber/v3/sign/schnorr"
 	"go.dedis.ch/kyber/v3/util/random"
 	"go.dedis.ch/protobuf"
+
+	"github.com/palisade-dev/palisade/crypto"
 )
 
-// Wire forms of the DKG messages. Each starts with DKGWireVersion and a
+// Wire forms of the DKG messages. Each starts with WireVersion and a
 // kind byte; integers are big-endian; points and scalars have fixed sizes
 // and are decoded strictly (canonical, on the curve, not the identity, G2
 // points in the prime-order subgroup);
 // nothing may follow the message.
 const (
-	// DKGWireVersion is the version byte of every DKG message.
-	DKGWireVersion = 1
+	// WireVersion is the version byte of every DKG message.
+	WireVersion = 1
 	// SchnorrSignatureSize is the size of a kyber Schnorr signature over
 	// G2: a point and a scalar.
-	SchnorrSignatureSize = PublicKeySize + ScalarSize
-	// DKGSessionIDSize is the size of a VSS session ID (SHA-256).
-	DKGSessionIDSize = 32
-	// DKGNonceSize is the AES-GCM nonce size of an encrypted deal.
-	DKGNonceSize = 12
-	// MaxDKGCipherSize caps an encrypted deal's ciphertext: a deal carries
-	// t commitments of PublicKeySize bytes, t at most MaxNodes.
-	MaxDKGCipherSize = 256 << 10
+	SchnorrSignatureSize = crypto.PublicKeySize + crypto.ScalarSize
+	// SessionIDSize is the size of a VSS session ID (SHA-256).
+	SessionIDSize = 32
+	// NonceSize is the AES-GCM nonce size of an encrypted deal.
+	NonceSize = 12
+	// MaxCipherSize caps an encrypted deal's ciphertext: a deal carries
+	// t commitments of crypto.PublicKeySize bytes, t at most crypto.MaxNodes.
+	MaxCipherSize = 256 << 10
 
 	dkgKindDeal          = 1
 	dkgKindResponse      = 2
 	dkgKindJustification = 3
 )
 
-// ErrMalformedDKGMessage reports bytes that are not a canonical DKG
+// ErrMalformed reports bytes that are not a canonical DKG
 // message.
-var ErrMalformedDKGMessage = errors.New("crypto: malformed DKG message")
-
-var g2suite = bn256.NewSuiteG2()
+var ErrMalformed = errors.New("crypto/dkg: malformed DKG message")
 
 type dkgEncoder struct{ b []byte }
 
@@ -58,7 +57,7 @@ func (e *dkgEncoder) raw(v []byte) { e.b = append(e.b, v...) }
 
 func (e *dkgEncoder) fixed(v []byte, n int, what string) error {
 	if len(v) != n {
-		return fmt.Errorf("%w: %s is %d bytes, want %d", ErrMalformedDKGMessage, what, len(v), n)
+		return fmt.Errorf("%w: %s is %d bytes, want %d", ErrMalformed, what, len(v), n)
 	}
 	e.raw(v)
 	return nil
@@ -69,7 +68,7 @@ func (e *dkgEncoder) point(p kyber.Point) error {
 	if err != nil {
 		return err
 	}
-	return e.fixed(b, PublicKeySize, "point")
+	return e.fixed(b, crypto.PublicKeySize, "point")
 }
 
 type dkgDecoder struct {
@@ -79,15 +78,15 @@ type dkgDecoder struct {
 
 func (d *dkgDecoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrMalformedDKGMessage, fmt.Sprintf(format, args...))
+		d.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 	}
 }
 
-// failErr records a point error, keeping ErrNotInSubgroup visible to
-// errors.Is next to ErrMalformedDKGMessage.
+// failErr records a point error, keeping crypto.ErrNotInSubgroup visible to
+// errors.Is next to ErrMalformed.
 func (d *dkgDecoder) failErr(what string, err error) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s: %w", ErrMalformedDKGMessage, what, err)
+		d.err = fmt.Errorf("%w: %s: %w", ErrMalformed, what, err)
 	}
 }
 
@@ -128,10 +127,10 @@ func (d *dkgDecoder) u32(what string) uint32 {
 	return binary.BigEndian.Uint32(v)
 }
 
-// index reads a 0-based member index below MaxNodes.
+// index reads a 0-based member index below crypto.MaxNodes.
 func (d *dkgDecoder) index(what string) uint32 {
 	v := d.u32(what)
-	if d.err == nil && v >= MaxNodes {
+	if d.err == nil && v >= crypto.MaxNodes {
 		d.fail("%s %d out of range", what, v)
 	}
 	return v
@@ -146,7 +145,7 @@ func (d *dkgDecoder) bytes(n int, what string) []byte {
 }
 
 func (d *dkgDecoder) point(what string) kyber.Point {
-	v := d.take(PublicKeySize, what)
+	v := d.take(crypto.PublicKeySize, what)
 	if v == nil {
 		return nil
 	}
@@ -159,7 +158,7 @@ func (d *dkgDecoder) point(what string) kyber.Point {
 }
 
 func (d *dkgDecoder) scalar(what string) kyber.Scalar {
-	v := d.take(ScalarSize, what)
+	v := d.take(crypto.ScalarSize, what)
 	if v == nil {
 		return nil
 	}
@@ -178,11 +177,11 @@ func (d *dkgDecoder) schnorrSig(what string) []byte {
 	if v == nil {
 		return nil
 	}
-	if _, err := decodeG2Subgroup(v[:PublicKeySize]); err != nil {
+	if _, err := decodeG2Subgroup(v[:crypto.PublicKeySize]); err != nil {
 		d.failErr(what, err)
 		return nil
 	}
-	if _, err := decodeScalar(v[PublicKeySize:]); err != nil {
+	if _, err := decodeScalar(v[crypto.PublicKeySize:]); err != nil {
 		d.fail("%s: %v", what, err)
 		return nil
 	}
@@ -190,8 +189,8 @@ func (d *dkgDecoder) schnorrSig(what string) []byte {
 }
 
 func (d *dkgDecoder) header(kind uint8) {
-	if v := d.u8("version"); d.err == nil && v != DKGWireVersion {
-		d.fail("version %d, want %d", v, DKGWireVersion)
+	if v := d.u8("version"); d.err == nil && v != WireVersion {
+		d.fail("version %d, want %d", v, WireVersion)
 	}
 	if k := d.u8("kind"); d.err == nil && k != kind {
 		d.fail("kind %d, want %d", k, kind)
@@ -207,41 +206,41 @@ func (d *dkgDecoder) finish() error {
 
 // decodeScalar decodes a canonical scalar (below the group order).
 func decodeScalar(b []byte) (kyber.Scalar, error) {
-	if len(b) != ScalarSize {
-		return nil, fmt.Errorf("%w: scalar is %d bytes, want %d", ErrMalformedDKGMessage, len(b), ScalarSize)
+	if len(b) != crypto.ScalarSize {
+		return nil, fmt.Errorf("%w: scalar is %d bytes, want %d", ErrMalformed, len(b), crypto.ScalarSize)
 	}
-	s := suite.G2().Scalar()
+	s := g2suite.Scalar()
 	if err := s.UnmarshalBinary(b); err != nil {
-		return nil, fmt.Errorf("%w: scalar: %v", ErrMalformedDKGMessage, err)
+		return nil, fmt.Errorf("%w: scalar: %v", ErrMalformed, err)
 	}
 	again, err := s.MarshalBinary()
 	if err != nil || !bytes.Equal(again, b) {
-		return nil, fmt.Errorf("%w: non-canonical scalar", ErrMalformedDKGMessage)
+		return nil, fmt.Errorf("%w: non-canonical scalar", ErrMalformed)
 	}
 	return s, nil
 }
 
-// EncodeDKGDeal encodes a kyber DKG deal:
+// encodeDeal encodes a kyber DKG deal:
 // version, kind, dealer index (u32), DH key (G2), DH key signature,
 // nonce (12 bytes), ciphertext length (u32) and bytes, deal signature.
-func EncodeDKGDeal(dd *dkg.Deal) ([]byte, error) {
+func encodeDeal(dd *pedersen.Deal) ([]byte, error) {
 	if dd == nil || dd.Deal == nil {
-		return nil, fmt.Errorf("%w: nil deal", ErrMalformedDKGMessage)
+		return nil, fmt.Errorf("%w: nil deal", ErrMalformed)
 	}
 	e := &dkgEncoder{}
-	e.u8(DKGWireVersion)
+	e.u8(WireVersion)
 	e.u8(dkgKindDeal)
 	e.u32(dd.Index)
 	err := errors.Join(
-		e.fixed(dd.Deal.DHKey, PublicKeySize, "DH key"),
+		e.fixed(dd.Deal.DHKey, crypto.PublicKeySize, "DH key"),
 		e.fixed(dd.Deal.Signature, SchnorrSignatureSize, "DH key signature"),
-		e.fixed(dd.Deal.Nonce, DKGNonceSize, "nonce"),
+		e.fixed(dd.Deal.Nonce, NonceSize, "nonce"),
 	)
 	if err != nil {
 		return nil, err
 	}
-	if len(dd.Deal.Cipher) > MaxDKGCipherSize {
-		return nil, fmt.Errorf("%w: ciphertext of %d bytes", ErrMalformedDKGMessage, len(dd.Deal.Cipher))
+	if len(dd.Deal.Cipher) > MaxCipherSize {
+		return nil, fmt.Errorf("%w: ciphertext of %d bytes", ErrMalformed, len(dd.Deal.Cipher))
 	}
 	e.u32(uint32(len(dd.Deal.Cipher)))
 	e.raw(dd.Deal.Cipher)
@@ -251,47 +250,47 @@ func EncodeDKGDeal(dd *dkg.Deal) ([]byte, error) {
 	return e.b, nil
 }
 
-// DecodeDKGDeal decodes EncodeDKGDeal's output strictly.
-func DecodeDKGDeal(b []byte) (*dkg.Deal, error) {
+// decodeDeal decodes encodeDeal's output strictly.
+func decodeDeal(b []byte) (*pedersen.Deal, error) {
 	d := &dkgDecoder{b: b}
 	d.header(dkgKindDeal)
 	idx := d.index("dealer index")
-	dh := d.take(PublicKeySize, "DH key")
+	dh := d.take(crypto.PublicKeySize, "DH key")
 	if d.err == nil {
 		if _, err := decodeG2Subgroup(dh); err != nil {
 			d.failErr("DH key", err)
 		}
 	}
 	dhSig := d.schnorrSig("DH key signature")
-	nonce := d.bytes(DKGNonceSize, "nonce")
+	nonce := d.bytes(NonceSize, "nonce")
 	n := d.u32("ciphertext length")
-	if d.err == nil && n > MaxDKGCipherSize {
-		d.fail("ciphertext of %d bytes, cap %d", n, MaxDKGCipherSize)
+	if d.err == nil && n > MaxCipherSize {
+		d.fail("ciphertext of %d bytes, cap %d", n, MaxCipherSize)
 	}
 	ct := d.bytes(int(n), "ciphertext")
 	sig := d.schnorrSig("deal signature")
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	return &dkg.Deal{
+	return &pedersen.Deal{
 		Index:     idx,
 		Deal:      &vss.EncryptedDeal{DHKey: bytes.Clone(dh), Signature: dhSig, Nonce: nonce, Cipher: ct},
 		Signature: sig,
 	}, nil
 }
 
-// EncodeDKGResponse encodes a kyber DKG response: version, kind, dealer
+// encodeResponse encodes a kyber DKG response: version, kind, dealer
 // index (u32), session ID (32), responder index (u32), status (1 approval,
 // 0 complaint), signature.
-func EncodeDKGResponse(r *dkg.Response) ([]byte, error) {
+func encodeResponse(r *pedersen.Response) ([]byte, error) {
 	if r == nil || r.Response == nil {
-		return nil, fmt.Errorf("%w: nil response", ErrMalformedDKGMessage)
+		return nil, fmt.Errorf("%w: nil response", ErrMalformed)
 	}
 	e := &dkgEncoder{}
-	e.u8(DKGWireVersion)
+	e.u8(WireVersion)
 	e.u8(dkgKindResponse)
 	e.u32(r.Index)
-	if err := e.fixed(r.Response.SessionID, DKGSessionIDSize, "session ID"); err != nil {
+	if err := e.fixed(r.Response.SessionID, SessionIDSize, "session ID"); err != nil {
 		return nil, err
 	}
 	e.u32(r.Response.Index)
@@ -306,12 +305,12 @@ func EncodeDKGResponse(r *dkg.Response) ([]byte, error) {
 	return e.b, nil
 }
 
-// DecodeDKGResponse decodes EncodeDKGResponse's output strictly.
-func DecodeDKGResponse(b []byte) (*dkg.Response, error) {
+// decodeResponse decodes encodeResponse's output strictly.
+func decodeResponse(b []byte) (*pedersen.Response, error) {
 	d := &dkgDecoder{b: b}
 	d.header(dkgKindResponse)
 	idx := d.index("dealer index")
-	sid := d.bytes(DKGSessionIDSize, "session ID")
+	sid := d.bytes(SessionIDSize, "session ID")
 	from := d.index("responder index")
 	st := d.u8("status")
 	if d.err == nil && st > 1 {
@@ -321,30 +320,30 @@ func DecodeDKGResponse(b []byte) (*dkg.Response, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	return &dkg.Response{Index: idx, Response: &vss.Response{SessionID: sid, Index: from, Status: st == 1, Signature: sig}}, nil
+	return &pedersen.Response{Index: idx, Response: &vss.Response{SessionID: sid, Index: from, Status: st == 1, Signature: sig}}, nil
 }
 
-// EncodeDKGJustification encodes a kyber DKG justification: version, kind,
+// encodeJustification encodes a kyber DKG justification: version, kind,
 // dealer index (u32), session ID, complainer index (u32), the revealed deal
 // (session ID, share index u32, share scalar, T u32, commitment count u16,
 // commitments), signature.
-func EncodeDKGJustification(j *dkg.Justification) ([]byte, error) {
+func encodeJustification(j *pedersen.Justification) ([]byte, error) {
 	if j == nil || j.Justification == nil || j.Justification.Deal == nil || j.Justification.Deal.SecShare == nil {
-		return nil, fmt.Errorf("%w: nil justification", ErrMalformedDKGMessage)
+		return nil, fmt.Errorf("%w: nil justification", ErrMalformed)
 	}
 	jj, deal := j.Justification, j.Justification.Deal
-	if len(deal.Commitments) > MaxNodes || deal.SecShare.I < 0 || deal.SecShare.I >= MaxNodes {
-		return nil, fmt.Errorf("%w: justification deal out of range", ErrMalformedDKGMessage)
+	if len(deal.Commitments) > crypto.MaxNodes || deal.SecShare.I < 0 || deal.SecShare.I >= crypto.MaxNodes {
+		return nil, fmt.Errorf("%w: justification deal out of range", ErrMalformed)
 	}
 	e := &dkgEncoder{}
-	e.u8(DKGWireVersion)
+	e.u8(WireVersion)
 	e.u8(dkgKindJustification)
 	e.u32(j.Index)
-	if err := e.fixed(jj.SessionID, DKGSessionIDSize, "session ID"); err != nil {
+	if err := e.fixed(jj.SessionID, SessionIDSize, "session ID"); err != nil {
 		return nil, err
 	}
 	e.u32(jj.Index)
-	if err := e.fixed(deal.SessionID, DKGSessionIDSize, "deal session ID"); err != nil {
+	if err := e.fixed(deal.SessionID, SessionIDSize, "deal session ID"); err != nil {
 		return nil, err
 	}
 	e.u32(uint32(deal.SecShare.I))
@@ -352,7 +351,7 @@ func EncodeDKGJustification(j *dkg.Justification) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.fixed(sv, ScalarSize, "share"); err != nil {
+	if err := e.fixed(sv, crypto.ScalarSize, "share"); err != nil {
 		return nil, err
 	}
 	e.u32(deal.T)
@@ -368,19 +367,19 @@ func EncodeDKGJustification(j *dkg.Justification) ([]byte, error) {
 	return e.b, nil
 }
 
-// DecodeDKGJustification decodes EncodeDKGJustification's output strictly.
-func DecodeDKGJustification(b []byte) (*dkg.Justification, error) {
+// decodeJustification decodes encodeJustification's output strictly.
+func decodeJustification(b []byte) (*pedersen.Justification, error) {
 	d := &dkgDecoder{b: b}
 	d.header(dkgKindJustification)
 	idx := d.index("dealer index")
-	sid := d.bytes(DKGSessionIDSize, "session ID")
+	sid := d.bytes(SessionIDSize, "session ID")
 	from := d.index("complainer index")
-	dsid := d.bytes(DKGSessionIDSize, "deal session ID")
+	dsid := d.bytes(SessionIDSize, "deal session ID")
 	si := d.index("share index")
 	sv := d.scalar("share")
 	t := d.u32("threshold")
 	n := d.u16("commitment count")
-	if d.err == nil && (n == 0 || n > MaxNodes || uint32(n) != t) {
+	if d.err == nil && (n == 0 || n > crypto.MaxNodes || uint32(n) != t) {
 		d.fail("%d commitments for threshold %d", n, t)
 	}
 	var commits []kyber.Point
@@ -391,7 +390,7 @@ func DecodeDKGJustification(b []byte) (*dkg.Justification, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	return &dkg.Justification{Index: idx, Justification: &vss.Justification{
+	return &pedersen.Justification{Index: idx, Justification: &vss.Justification{
 		SessionID: sid,
 		Index:     from,
 		Deal:      &vss.Deal{SessionID: dsid, SecShare: &share.PriShare{I: int(si), V: sv}, T: t, Commitments: commits},
@@ -401,8 +400,8 @@ func DecodeDKGJustification(b []byte) (*dkg.Justification, error) {
 
 // encryptDeal encrypts a plaintext VSS deal to verifier i exactly as
 // kyber's vss.Dealer does (signed ephemeral DH key, HKDF, AES-GCM). It is
-// used only to forge bad deals in tests (DKGConfig.CorruptDealsTo).
-func encryptDeal(long *DKGKey, verifiers []kyber.Point, i int, deal *vss.Deal) (*vss.EncryptedDeal, error) {
+// used only to forge bad deals for fault-injection tests (DKG.CorruptDeal).
+func encryptDeal(long *Key, verifiers []kyber.Point, i int, deal *vss.Deal) (*vss.EncryptedDeal, error) {
 	dhSecret := g2suite.Scalar().Pick(random.New())
 	dhPublic := g2suite.Point().Mul(dhSecret, nil)
 	dhBytes, _ := dhPublic.MarshalBinary()
@@ -440,7 +439,7 @@ func encryptDeal(long *DKGKey, verifiers []kyber.Point, i int, deal *vss.Deal) (
 }
 
 // signDeal signs a DKG deal with the dealer's long-term key, as kyber does.
-func signDeal(long *DKGKey, dd *dkg.Deal) error {
+func signDeal(long *Key, dd *pedersen.Deal) error {
 	buf, err := dd.MarshalBinary()
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package crypto
+package dkg
 
 import (
 	"bytes"
@@ -12,40 +12,42 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/crypto"
 )
 
 var writeDKGCorpus = flag.Bool("write-dkg-corpus", false, "rewrite the DKG decoders' seed corpus under testdata/fuzz")
 
 var dkgFuzzTargets = map[string]func([]byte) ([]byte, error){
-	"FuzzDecodeDKGDeal": func(b []byte) ([]byte, error) {
-		d, err := DecodeDKGDeal(b)
+	"FuzzDecodeDeal": func(b []byte) ([]byte, error) {
+		d, err := decodeDeal(b)
 		if err != nil {
 			if d != nil {
 				return nil, errors.New("non-nil deal with an error")
 			}
 			return nil, err
 		}
-		return EncodeDKGDeal(d)
+		return encodeDeal(d)
 	},
-	"FuzzDecodeDKGResponse": func(b []byte) ([]byte, error) {
-		r, err := DecodeDKGResponse(b)
+	"FuzzDecodeResponse": func(b []byte) ([]byte, error) {
+		r, err := decodeResponse(b)
 		if err != nil {
 			if r != nil {
 				return nil, errors.New("non-nil response with an error")
 			}
 			return nil, err
 		}
-		return EncodeDKGResponse(r)
+		return encodeResponse(r)
 	},
-	"FuzzDecodeDKGJustification": func(b []byte) ([]byte, error) {
-		j, err := DecodeDKGJustification(b)
+	"FuzzDecodeJustification": func(b []byte) ([]byte, error) {
+		j, err := decodeJustification(b)
 		if err != nil {
 			if j != nil {
 				return nil, errors.New("non-nil justification with an error")
 			}
 			return nil, err
 		}
-		return EncodeDKGJustification(j)
+		return encodeJustification(j)
 	},
 }
 
@@ -56,7 +58,7 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 	ms := newMembers(t, 4)
 	var dkgs []*DKG
 	for _, m := range ms {
-		d, err := NewDKG(DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
+		d, err := New(Config{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
 		require.NoError(t, err)
 		dkgs = append(dkgs, d)
 	}
@@ -65,11 +67,7 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 	resp, err := dkgs[1].ProcessDeal(deals[2])
 	require.NoError(t, err)
 	// A complaint: member 3 gets a deal whose share is wrong.
-	dkgs[0].cfg.CorruptDealsTo = nil
-	bad, err := dkgs[0].gen.Deals()
-	require.NoError(t, err)
-	require.NoError(t, dkgs[0].corrupt(bad[2], 2))
-	badDeal, err := EncodeDKGDeal(bad[2])
+	badDeal, err := dkgs[0].CorruptDeal(3)
 	require.NoError(t, err)
 	complaint, err := dkgs[2].ProcessDeal(badDeal)
 	require.NoError(t, err)
@@ -98,20 +96,20 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 		return c
 	}
 	return map[string]map[string][]byte{
-		"FuzzDecodeDKGDeal": variants(deals[2], map[string][]byte{
+		"FuzzDecodeDeal": variants(deals[2], map[string][]byte{
 			"valid-corrupt-share": badDeal,
 			"invalid-dh-key":      flip(deals[2], 6),
-			"invalid-cipher-len":  flip(deals[2], 6+PublicKeySize+SchnorrSignatureSize+DKGNonceSize),
+			"invalid-cipher-len":  flip(deals[2], 6+crypto.PublicKeySize+SchnorrSignatureSize+NonceSize),
 		}),
-		"FuzzDecodeDKGResponse": variants(resp, map[string][]byte{
+		"FuzzDecodeResponse": variants(resp, map[string][]byte{
 			"valid-complaint": complaint,
-			"invalid-status":  func() []byte { c := bytes.Clone(resp); c[6+DKGSessionIDSize+4] = 2; return c }(),
+			"invalid-status":  func() []byte { c := bytes.Clone(resp); c[6+SessionIDSize+4] = 2; return c }(),
 			"invalid-sig":     flip(resp, len(resp)-SchnorrSignatureSize),
 		}),
-		"FuzzDecodeDKGJustification": variants(just, map[string][]byte{
+		"FuzzDecodeJustification": variants(just, map[string][]byte{
 			"invalid-share-scalar": func() []byte {
 				c := bytes.Clone(just)
-				copy(c[6+32+4+32+4:], bytes.Repeat([]byte{0xff}, ScalarSize))
+				copy(c[6+32+4+32+4:], bytes.Repeat([]byte{0xff}, crypto.ScalarSize))
 				return c
 			}(),
 			"invalid-commitment": flip(just, len(just)-SchnorrSignatureSize-10),
@@ -128,7 +126,7 @@ func corpusPath(target, name string) string {
 // fresh corpus first (messages carry random nonces, so it differs from run
 // to run):
 //
-//	go test ./crypto -run TestDKGSeedCorpus -write-dkg-corpus
+//	go test ./crypto/dkg -run TestDKGSeedCorpus -write-dkg-corpus
 func TestDKGSeedCorpus(t *testing.T) {
 	if *writeDKGCorpus {
 		for target, seeds := range dkgSeeds(t) {
@@ -141,7 +139,7 @@ func TestDKGSeedCorpus(t *testing.T) {
 	}
 	for target, decode := range dkgFuzzTargets {
 		entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", target))
-		require.NoError(t, err, "run: go test ./crypto -run TestDKGSeedCorpus -write-dkg-corpus")
+		require.NoError(t, err, "run: go test ./crypto/dkg -run TestDKGSeedCorpus -write-dkg-corpus")
 		var valid, invalid int
 		for _, e := range entries {
 			raw, err := os.ReadFile(corpusPath(target, e.Name()))
@@ -154,7 +152,7 @@ func TestDKGSeedCorpus(t *testing.T) {
 				require.Equal(t, b, out, "%s/%s re-encodes differently", target, e.Name())
 			} else if strings.HasPrefix(e.Name(), "invalid") {
 				invalid++
-				require.ErrorIs(t, err, ErrMalformedDKGMessage, "%s/%s", target, e.Name())
+				require.ErrorIs(t, err, ErrMalformed, "%s/%s", target, e.Name())
 			}
 		}
 		require.Positive(t, valid, target)
@@ -177,8 +175,8 @@ func fuzzDKG(f *testing.F, target string) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, err := decode(b)
 		if err != nil {
-			if !errors.Is(err, ErrMalformedDKGMessage) {
-				t.Fatalf("error %v is not ErrMalformedDKGMessage", err)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
 			}
 			return
 		}
@@ -188,6 +186,6 @@ func fuzzDKG(f *testing.F, target string) {
 	})
 }
 
-func FuzzDecodeDKGDeal(f *testing.F)          { fuzzDKG(f, "FuzzDecodeDKGDeal") }
-func FuzzDecodeDKGResponse(f *testing.F)      { fuzzDKG(f, "FuzzDecodeDKGResponse") }
-func FuzzDecodeDKGJustification(f *testing.F) { fuzzDKG(f, "FuzzDecodeDKGJustification") }
+func FuzzDecodeDeal(f *testing.F)          { fuzzDKG(f, "FuzzDecodeDeal") }
+func FuzzDecodeResponse(f *testing.F)      { fuzzDKG(f, "FuzzDecodeResponse") }
+func FuzzDecodeJustification(f *testing.F) { fuzzDKG(f, "FuzzDecodeJustification") }

@@ -1,4 +1,4 @@
-package crypto
+package dkg
 
 import (
 	"errors"
@@ -11,15 +11,20 @@ import (
 	"go.dedis.ch/kyber/v3"
 	"go.dedis.ch/kyber/v3/share"
 	"go.dedis.ch/kyber/v3/sign/schnorr"
+
+	"github.com/palisade-dev/palisade/crypto"
 )
 
 // memCeremony runs a DKG or resharing among in-memory members, with no
 // network: every message reaches every live member. silent members (by
 // position in members) send nothing.
 type memMember struct {
-	key    *DKGKey
+	key    *Key
 	dkg    *DKG
 	silent bool
+	// corruptTo, if not 0, is the new index this member (a Byzantine
+	// dealer) sends a bad deal to and never justifies.
+	corruptTo int
 }
 
 func testRand(t testing.TB) *mrand.ChaCha8 {
@@ -36,7 +41,7 @@ func runMem(t testing.TB, members []*memMember) {
 	}
 	var deals []addressed
 	var responses, justifs [][]byte
-	byNew := map[PublicKey]*memMember{}
+	byNew := map[crypto.PublicKey]*memMember{}
 	for _, m := range members {
 		byNew[m.key.Public()] = m
 	}
@@ -50,6 +55,10 @@ func runMem(t testing.TB, members []*memMember) {
 			responses = append(responses, own)
 		}
 		for i, d := range ds {
+			if i == m.corruptTo {
+				d, err = m.dkg.CorruptDeal(i)
+				require.NoError(t, err)
+			}
 			to := byNew[m.dkg.cfg.NewNodes[i-1]]
 			if to != nil {
 				deals = append(deals, addressed{to, d})
@@ -71,10 +80,11 @@ func runMem(t testing.TB, members []*memMember) {
 		for _, r := range responses {
 			j, err := m.dkg.ProcessResponse(r)
 			if err != nil {
-				require.ErrorIs(t, err, ErrDKGMessage)
+				require.ErrorIs(t, err, ErrMessage)
 				continue
 			}
-			if j != nil {
+			s, _ := ResponseSlot(r)
+			if j != nil && (m.corruptTo == 0 || int(s.Member)+1 != m.corruptTo) {
 				justifs = append(justifs, j)
 			}
 		}
@@ -94,25 +104,25 @@ func newMembers(t testing.TB, n int) []*memMember {
 	rnd := testRand(t)
 	ms := make([]*memMember, n)
 	for i := range ms {
-		k, err := GenerateDKGKey(rnd)
+		k, err := GenerateKey(rnd)
 		require.NoError(t, err)
 		ms[i] = &memMember{key: k}
 	}
 	return ms
 }
 
-func pubs(ms []*memMember) []PublicKey {
-	out := make([]PublicKey, len(ms))
+func pubs(ms []*memMember) []crypto.PublicKey {
+	out := make([]crypto.PublicKey, len(ms))
 	for i, m := range ms {
 		out[i] = m.key.Public()
 	}
 	return out
 }
 
-func freshDKG(t *testing.T, n int, silent, corrupt []int) ([]*memMember, []*Share, *GroupKey) {
+func freshDKG(t *testing.T, n int, silent, corrupt []int) ([]*memMember, []*crypto.Share, *crypto.GroupKey) {
 	t.Helper()
 	ms := newMembers(t, n)
-	_, th := FaultThreshold(n)
+	_, th := crypto.FaultThreshold(n)
 	var victims []int
 	for i := 1; i <= n; i++ {
 		if !slices.Contains(corrupt, i) && !slices.Contains(silent, i) {
@@ -120,19 +130,19 @@ func freshDKG(t *testing.T, n int, silent, corrupt []int) ([]*memMember, []*Shar
 		}
 	}
 	for i, m := range ms {
-		cfg := DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: th}
+		cfg := Config{Key: m.key, NewNodes: pubs(ms), Threshold: th}
 		cfg.Seed[0] = byte(i)
 		if slices.Contains(corrupt, i+1) {
-			cfg.CorruptDealsTo = victims[:1]
+			m.corruptTo = victims[0]
 		}
 		m.silent = slices.Contains(silent, i+1)
-		d, err := NewDKG(cfg)
+		d, err := New(cfg)
 		require.NoError(t, err)
 		m.dkg = d
 	}
 	runMem(t, ms)
-	var shares []*Share
-	var gk *GroupKey
+	var shares []*crypto.Share
+	var gk *crypto.GroupKey
 	for i, m := range ms {
 		if m.silent || slices.Contains(corrupt, i+1) {
 			continue // a corrupt dealer's own view does not matter
@@ -149,9 +159,9 @@ func freshDKG(t *testing.T, n int, silent, corrupt []int) ([]*memMember, []*Shar
 	return ms, shares, gk
 }
 
-func checkSigns(t *testing.T, gk *GroupKey, shares []*Share, msg string) Signature {
+func checkSigns(t *testing.T, gk *crypto.GroupKey, shares []*crypto.Share, msg string) crypto.Signature {
 	t.Helper()
-	var parts []PartialSig
+	var parts []crypto.PartialSig
 	for _, s := range shares {
 		p, err := s.Sign([]byte(msg))
 		require.NoError(t, err)
@@ -166,12 +176,14 @@ func checkSigns(t *testing.T, gk *GroupKey, shares []*Share, msg string) Signatu
 }
 
 // secretOf interpolates the group secret from shares (tests only).
-func secretOf(t *testing.T, gk *GroupKey, shares []*Share) kyber.Scalar {
+func secretOf(t *testing.T, gk *crypto.GroupKey, shares []*crypto.Share) kyber.Scalar {
 	ps := make([]*share.PriShare, len(shares))
 	for i, s := range shares {
-		ps[i] = &share.PriShare{I: s.index - 1, V: s.v}
+		v, err := shareScalar(s)
+		require.NoError(t, err)
+		ps[i] = &share.PriShare{I: s.Index() - 1, V: v}
 	}
-	x, err := share.RecoverSecret(suite.G2(), ps, len(shares), gk.N())
+	x, err := share.RecoverSecret(g2suite, ps, len(shares), gk.N())
 	require.NoError(t, err)
 	return x
 }
@@ -190,15 +202,15 @@ func TestDKGFresh(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("n=%d/silent=%v/corrupt=%v", tc.n, tc.silent, tc.corrupt), func(t *testing.T) {
 			_, shares, gk := freshDKG(t, tc.n, tc.silent, tc.corrupt)
-			_, th := FaultThreshold(tc.n)
+			_, th := crypto.FaultThreshold(tc.n)
 			require.Equal(t, th, gk.Threshold())
 			require.GreaterOrEqual(t, len(shares), th)
 			checkSigns(t, gk, shares[:th], "hello")
 			// t shares give the group secret; t-1 do not.
 			x := secretOf(t, gk, shares[:th])
-			require.True(t, suite.G2().Point().Mul(x, nil).Equal(gk.commits[0]))
+			require.True(t, g2suite.Point().Mul(x, nil).Equal(commit0(t, gk)))
 			y := secretOf(t, gk, shares[:th-1])
-			require.False(t, suite.G2().Point().Mul(y, nil).Equal(gk.commits[0]))
+			require.False(t, g2suite.Point().Mul(y, nil).Equal(commit0(t, gk)))
 		})
 	}
 }
@@ -206,22 +218,22 @@ func TestDKGFresh(t *testing.T) {
 func TestDKGTooManySilent(t *testing.T) {
 	ms := newMembers(t, 4)
 	for i, m := range ms {
-		d, err := NewDKG(DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
+		d, err := New(Config{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
 		require.NoError(t, err)
 		m.dkg, m.silent = d, i >= 2
 	}
 	runMem(t, ms)
 	_, _, err := ms[0].dkg.Result()
-	require.ErrorIs(t, err, ErrDKGNotQualified)
+	require.ErrorIs(t, err, ErrNotQualified)
 }
 
 func TestDKGSeedReproducesDeal(t *testing.T) {
 	ms := newMembers(t, 4)
-	cfg := DKGConfig{Key: ms[0].key, NewNodes: pubs(ms), Threshold: 3}
+	cfg := Config{Key: ms[0].key, NewNodes: pubs(ms), Threshold: 3}
 	cfg.Seed[5] = 9
-	a, err := NewDKG(cfg)
+	a, err := New(cfg)
 	require.NoError(t, err)
-	b, err := NewDKG(cfg)
+	b, err := New(cfg)
 	require.NoError(t, err)
 	_, _, err = a.Deals()
 	require.NoError(t, err)
@@ -231,7 +243,7 @@ func TestDKGSeedReproducesDeal(t *testing.T) {
 	require.Equal(t, va.SessionID(), vb.SessionID(), "same seed, same polynomial")
 }
 
-func reshare(t *testing.T, old []*memMember, oldShares []*Share, oldGK *GroupKey, nNew int, keep int, silentOld []int) ([]*memMember, []*Share, *GroupKey) {
+func reshare(t *testing.T, old []*memMember, oldShares []*crypto.Share, oldGK *crypto.GroupKey, nNew int, keep int, silentOld []int) ([]*memMember, []*crypto.Share, *crypto.GroupKey) {
 	t.Helper()
 	// The first keep old members stay (same ceremony key), the others leave;
 	// new members fill up to nNew.
@@ -240,7 +252,7 @@ func reshare(t *testing.T, old []*memMember, oldShares []*Share, oldGK *GroupKey
 	for _, m := range extra {
 		newMs = append(newMs, &memMember{key: m.key})
 	}
-	_, th := FaultThreshold(nNew)
+	_, th := crypto.FaultThreshold(nNew)
 	all := map[*memMember]bool{}
 	var everyone []*memMember
 	for _, m := range append(append([]*memMember{}, old...), newMs...) {
@@ -250,7 +262,7 @@ func reshare(t *testing.T, old []*memMember, oldShares []*Share, oldGK *GroupKey
 		}
 	}
 	for i, m := range everyone {
-		cfg := DKGConfig{Key: m.key, NewNodes: pubs(newMs), Threshold: th, OldNodes: pubs(old), OldGroup: oldGK}
+		cfg := Config{Key: m.key, NewNodes: pubs(newMs), Threshold: th, OldNodes: pubs(old), OldGroup: oldGK}
 		cfg.Seed[1] = byte(i)
 		if j := slices.Index(old, m); j >= 0 {
 			cfg.Share = oldShares[j]
@@ -258,13 +270,13 @@ func reshare(t *testing.T, old []*memMember, oldShares []*Share, oldGK *GroupKey
 		} else {
 			m.silent = false
 		}
-		d, err := NewDKG(cfg)
+		d, err := New(cfg)
 		require.NoError(t, err, "member %d", i)
 		m.dkg = d
 	}
 	runMem(t, everyone)
-	var shares []*Share
-	var gk *GroupKey
+	var shares []*crypto.Share
+	var gk *crypto.GroupKey
 	for i, m := range newMs {
 		if m.silent {
 			continue
@@ -302,43 +314,43 @@ func TestDKGReshare(t *testing.T) {
 	removed := shares7[5]
 	p, err := removed.Sign([]byte("x"))
 	require.NoError(t, err)
-	var parts []PartialSig
+	var parts []crypto.PartialSig
 	for _, s := range shares4[:2] {
 		q, err := s.Sign([]byte("x"))
 		require.NoError(t, err)
 		parts = append(parts, q)
 	}
 	_, _, err = gk4.Combine([]byte("x"), append(parts, p))
-	require.ErrorIs(t, err, ErrNotEnoughPartials)
+	require.ErrorIs(t, err, crypto.ErrNotEnoughPartials)
 }
 
 func TestDKGConfigErrors(t *testing.T) {
 	ms := newMembers(t, 4)
 	other := newMembers(t, 5)[4]
-	for name, cfg := range map[string]DKGConfig{
+	for name, cfg := range map[string]Config{
 		"no key":        {NewNodes: pubs(ms), Threshold: 3},
 		"threshold 1":   {Key: ms[0].key, NewNodes: pubs(ms), Threshold: 1},
 		"threshold 5":   {Key: ms[0].key, NewNodes: pubs(ms), Threshold: 5},
 		"not a member":  {Key: other.key, NewNodes: pubs(ms), Threshold: 3},
 		"duplicate key": {Key: ms[0].key, NewNodes: append(pubs(ms)[:3], ms[0].key.Public()), Threshold: 3},
 	} {
-		_, err := NewDKG(cfg)
-		require.ErrorIs(t, err, ErrDKGConfig, name)
+		_, err := New(cfg)
+		require.ErrorIs(t, err, ErrConfig, name)
 	}
 }
 
 func TestDKGKeyRedacted(t *testing.T) {
-	k, err := GenerateDKGKey(testRand(t))
+	k, err := GenerateKey(testRand(t))
 	require.NoError(t, err)
 	raw, err := k.MarshalBinary()
 	require.NoError(t, err)
 	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%+v %#v %x", k, k, k)} {
 		require.NotContains(t, s, fmt.Sprintf("%x", raw))
 	}
-	k2, err := ParseDKGKey(raw)
+	k2, err := ParseKey(raw)
 	require.NoError(t, err)
 	require.Equal(t, k.Public(), k2.Public())
-	_, err = ParseDKGKey(make([]byte, 32))
+	_, err = ParseKey(make([]byte, 32))
 	require.Error(t, err)
 	require.True(t, errors.Is(err, err))
 }
@@ -350,7 +362,7 @@ func TestDKGKeyRedacted(t *testing.T) {
 func TestDKGMissingDealComplaint(t *testing.T) {
 	ms := newMembers(t, 4)
 	for _, m := range ms {
-		d, err := NewDKG(DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
+		d, err := New(Config{Key: m.key, NewNodes: pubs(ms), Threshold: 3})
 		require.NoError(t, err)
 		m.dkg = d
 	}
@@ -369,14 +381,14 @@ func TestDKGMissingDealComplaint(t *testing.T) {
 	}
 	var sid []byte
 	for _, b := range responses {
-		r, err := DecodeDKGResponse(b)
+		r, err := decodeResponse(b)
 		require.NoError(t, err)
 		if r.Index == 0 {
 			sid = r.Response.SessionID
 		}
 	}
 	_, err := ms[2].dkg.ComplainMissing(2, sid)
-	require.ErrorIs(t, err, ErrDKGConfig, "dealer 2's deal was received")
+	require.ErrorIs(t, err, ErrConfig, "dealer 2's deal was received")
 	complaint, err := ms[2].dkg.ComplainMissing(1, sid)
 	require.NoError(t, err)
 	var justifs [][]byte
@@ -390,13 +402,13 @@ func TestDKGMissingDealComplaint(t *testing.T) {
 	}
 	require.Len(t, justifs, 1, "dealer 1 justifies")
 	// A justification signed by another key is refused.
-	forged, err := DecodeDKGJustification(justifs[0])
+	forged, err := decodeJustification(justifs[0])
 	require.NoError(t, err)
 	forged.Justification.Signature, err = signWith(ms[1].key, forged.Justification.Hash(g2suite))
 	require.NoError(t, err)
-	fb, err := EncodeDKGJustification(forged)
+	fb, err := encodeJustification(forged)
 	require.NoError(t, err)
-	require.ErrorIs(t, ms[2].dkg.ProcessJustification(fb), ErrDKGMessage)
+	require.ErrorIs(t, ms[2].dkg.ProcessJustification(fb), ErrMessage)
 	for i, m := range ms {
 		if err := m.dkg.ProcessJustification(justifs[0]); i > 0 {
 			require.NoError(t, err, "member %d", i+1) // the dealer applied it already
@@ -406,8 +418,8 @@ func TestDKGMissingDealComplaint(t *testing.T) {
 		}
 		m.dkg.SetTimeout()
 	}
-	var shares []*Share
-	var gk *GroupKey
+	var shares []*crypto.Share
+	var gk *crypto.GroupKey
 	for i, m := range ms {
 		require.Equal(t, []int{1, 2, 3, 4}, m.dkg.QUAL(), "member %d", i+1)
 		s, g, err := m.dkg.Result()
@@ -421,16 +433,16 @@ func TestDKGMissingDealComplaint(t *testing.T) {
 	checkSigns(t, gk, shares[1:], "all four have valid shares")
 }
 
-func signWith(k *DKGKey, msg []byte) ([]byte, error) { return schnorr.Sign(g2suite, k.s, msg) }
+func signWith(k *Key, msg []byte) ([]byte, error) { return schnorr.Sign(g2suite, k.s, msg) }
 
 func BenchmarkDKG(b *testing.B) {
 	for _, n := range []int{4, 7} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
 				ms := newMembers(b, n)
-				_, th := FaultThreshold(n)
+				_, th := crypto.FaultThreshold(n)
 				for _, m := range ms {
-					d, err := NewDKG(DKGConfig{Key: m.key, NewNodes: pubs(ms), Threshold: th})
+					d, err := New(Config{Key: m.key, NewNodes: pubs(ms), Threshold: th})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -443,4 +455,11 @@ func BenchmarkDKG(b *testing.B) {
 			}
 		})
 	}
+}
+
+// commit0 is the group public key as a point.
+func commit0(t *testing.T, gk *crypto.GroupKey) kyber.Point {
+	cs, err := groupCommits(gk)
+	require.NoError(t, err)
+	return cs[0]
 }

@@ -1,4 +1,4 @@
-package crypto
+package dkg
 
 import (
 	"bytes"
@@ -10,16 +10,18 @@ import (
 	"slices"
 
 	"go.dedis.ch/kyber/v3"
-	dkg "go.dedis.ch/kyber/v3/share/dkg/pedersen"
+	pedersen "go.dedis.ch/kyber/v3/share/dkg/pedersen"
 	vss "go.dedis.ch/kyber/v3/share/vss/pedersen"
 	"go.dedis.ch/kyber/v3/sign/schnorr"
 	"go.dedis.ch/protobuf"
+
+	"github.com/palisade-dev/palisade/crypto"
 )
 
-// DKGSlot names the place a relayed response, complaint or justification
+// Slot names the place a relayed response, complaint or justification
 // fills: the dealer's deal (0-based dealer index), the member that
 // responded or complained (0-based new index), and the session it claims.
-type DKGSlot struct {
+type Slot struct {
 	// Dealer is the dealer's 0-based index (old index when resharing).
 	Dealer uint32
 	// Member is the responder's or complainer's 0-based new index.
@@ -62,16 +64,16 @@ func (d *DKG) sessionOwner(i uint32, sid []byte) (uint32, bool) {
 // it must decode strictly, name a dealer and a new member of this
 // ceremony, carry that member's signature, and belong to the dealer's
 // session as far as this member knows it. A forged or corrupted copy fails
-// with ErrDKGForged; a signed one for another session with ErrDKGSession.
+// with ErrForged; a signed one for another session with ErrSession.
 // It returns the slot the response fills.
-func (d *DKG) CheckResponse(b []byte) (DKGSlot, error) {
-	r, err := DecodeDKGResponse(b)
+func (d *DKG) CheckResponse(b []byte) (Slot, error) {
+	r, err := decodeResponse(b)
 	if err != nil {
-		return DKGSlot{}, fmt.Errorf("%w: %w", ErrDKGForged, err)
+		return Slot{}, fmt.Errorf("%w: %w", ErrForged, err)
 	}
-	s := DKGSlot{Dealer: r.Index, Member: r.Response.Index, SessionID: r.Response.SessionID}
+	s := Slot{Dealer: r.Index, Member: r.Response.Index, SessionID: r.Response.SessionID}
 	if int(r.Index) >= d.dealers() || int(r.Response.Index) >= len(d.cfg.NewNodes) {
-		return s, fmt.Errorf("%w: response of node %d to dealer %d: no such member", ErrDKGForged, r.Response.Index+1, r.Index+1)
+		return s, fmt.Errorf("%w: response of node %d to dealer %d: no such member", ErrForged, r.Response.Index+1, r.Index+1)
 	}
 	// The session checks are cheap: do them before the signature.
 	d.mu.Lock()
@@ -79,17 +81,17 @@ func (d *DKG) CheckResponse(b []byte) (DKGSlot, error) {
 	owner, relabelled := d.sessionOwner(r.Index, s.SessionID)
 	d.mu.Unlock()
 	if known != nil && !bytes.Equal(known, s.SessionID) {
-		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1)
+		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrSession, r.Response.Index+1, r.Index+1)
 	}
 	if relabelled {
-		return s, fmt.Errorf("%w: response of node %d labelled for dealer %d concerns dealer %d", ErrDKGSession, r.Response.Index+1, r.Index+1, owner+1)
+		return s, fmt.Errorf("%w: response of node %d labelled for dealer %d concerns dealer %d", ErrSession, r.Response.Index+1, r.Index+1, owner+1)
 	}
 	pub, err := decodeG2(d.cfg.NewNodes[r.Response.Index][:])
 	if err != nil {
-		return s, fmt.Errorf("%w: %w", ErrDKGForged, err)
+		return s, fmt.Errorf("%w: %w", ErrForged, err)
 	}
 	if err := schnorr.Verify(g2suite, pub, r.Response.Hash(g2suite), r.Response.Signature); err != nil {
-		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrDKGForged, r.Response.Index+1, r.Index+1)
+		return s, fmt.Errorf("%w: response of node %d to dealer %d", ErrForged, r.Response.Index+1, r.Index+1)
 	}
 	return s, nil
 }
@@ -102,41 +104,61 @@ func (d *DKG) CheckResponse(b []byte) (DKGSlot, error) {
 // revealed commitments, equal to the dealer's session as far as this
 // member knows it. Whether the revealed share matches the commitments is
 // left to ProcessJustification: a signed bad justification is evidence
-// against its dealer that every member must see. Errors wrap ErrDKGForged
-// or ErrDKGSession.
-func (d *DKG) CheckJustification(b []byte) (DKGSlot, error) {
-	j, err := DecodeDKGJustification(b)
+// against its dealer that every member must see. Errors wrap ErrForged
+// or ErrSession.
+func (d *DKG) CheckJustification(b []byte) (Slot, error) {
+	j, err := decodeJustification(b)
 	if err != nil {
-		return DKGSlot{}, fmt.Errorf("%w: %w", ErrDKGForged, err)
+		return Slot{}, fmt.Errorf("%w: %w", ErrForged, err)
 	}
 	jj := j.Justification
-	s := DKGSlot{Dealer: j.Index, Member: jj.Index, SessionID: jj.SessionID}
+	s := Slot{Dealer: j.Index, Member: jj.Index, SessionID: jj.SessionID}
 	pub, ok := d.dealerKey(j.Index)
 	if !ok || int(jj.Index) >= len(d.cfg.NewNodes) || jj.Deal.SecShare.I != int(jj.Index) {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d: no such member", ErrDKGForged, j.Index+1, jj.Index+1)
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d: no such member", ErrForged, j.Index+1, jj.Index+1)
 	}
 	// A session that is not the hash of the revealed commitments is
 	// malformed whoever looks at it; the cheap checks go first.
 	if jj.Deal.T != uint32(d.cfg.Threshold) || !bytes.Equal(jj.Deal.SessionID, jj.SessionID) ||
 		!bytes.Equal(d.sessionID(pub, jj.Deal.Commitments, jj.Deal.T), jj.SessionID) {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d: malformed session", ErrDKGForged, j.Index+1, jj.Index+1)
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d: malformed session", ErrForged, j.Index+1, jj.Index+1)
 	}
 	d.mu.Lock()
 	known := d.knownSession(j.Index)
 	d.mu.Unlock()
 	if known != nil && !bytes.Equal(known, s.SessionID) {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrDKGSession, j.Index+1, jj.Index+1)
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrSession, j.Index+1, jj.Index+1)
 	}
 	if err := schnorr.Verify(g2suite, pub, jj.Hash(g2suite), jj.Signature); err != nil {
-		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrDKGForged, j.Index+1, jj.Index+1)
+		return s, fmt.Errorf("%w: justification of dealer %d for node %d", ErrForged, j.Index+1, jj.Index+1)
 	}
 	return s, nil
+}
+
+// ResponseSlot decodes a response or complaint strictly and returns the
+// slot it claims, without checking its signature (see CheckResponse).
+func ResponseSlot(b []byte) (Slot, error) {
+	r, err := decodeResponse(b)
+	if err != nil {
+		return Slot{}, err
+	}
+	return Slot{Dealer: r.Index, Member: r.Response.Index, SessionID: r.Response.SessionID}, nil
+}
+
+// JustificationSlot decodes a justification strictly and returns the slot
+// it claims, without checking its signature (see CheckJustification).
+func JustificationSlot(b []byte) (Slot, error) {
+	j, err := decodeJustification(b)
+	if err != nil {
+		return Slot{}, err
+	}
+	return Slot{Dealer: j.Index, Member: j.Justification.Index, SessionID: j.Justification.SessionID}, nil
 }
 
 // DealDealer returns the 0-based dealer index a deal claims, so that the
 // caller can check it against the member it fetched the deal from.
 func DealDealer(b []byte) (uint32, error) {
-	dd, err := DecodeDKGDeal(b)
+	dd, err := decodeDeal(b)
 	if err != nil {
 		return 0, err
 	}
@@ -148,7 +170,7 @@ func DealDealer(b []byte) (uint32, error) {
 // subgroup before kyber stores anything: kyber decodes them without that
 // check. A deal that does not open is left to kyber to refuse. d.mu must
 // be held.
-func (d *DKG) checkDealPoints(dd *dkg.Deal) error {
+func (d *DKG) checkDealPoints(dd *pedersen.Deal) error {
 	if d.newIdx < 0 || dd == nil || dd.Deal == nil {
 		return nil
 	}
@@ -199,8 +221,8 @@ func (d *DKG) checkDealPoints(dd *dkg.Deal) error {
 	if err := protobuf.DecodeWithConstructors(plain, deal, cons); err != nil {
 		return nil
 	}
-	if len(deal.Commitments) > MaxNodes {
-		return fmt.Errorf("%w: %d commitments", ErrMalformedDKGMessage, len(deal.Commitments))
+	if len(deal.Commitments) > crypto.MaxNodes {
+		return fmt.Errorf("%w: %d commitments", ErrMalformed, len(deal.Commitments))
 	}
 	return checkG2Subgroup("commitment", slices.Clip(deal.Commitments))
 }
