@@ -4,7 +4,26 @@ package testnet
 // every guarded write at the fences (observedStore) and, at the end, the
 // honest nodes' audit logs and records, and judges the invariants of
 // DESIGN.md. Each check names the invariant it judges (S1–S6, era,
-// liveness), and so does every violation it reports.
+// liveness), and so does every violation it reports, by its prefix:
+//
+//   - S1 uniqueness: tokenLocked (one holder per (resource, epoch) over
+//     every token seen), acquired1 (no two lock objects share a session, a
+//     token or a (resource, epoch)), guard (one writer per admitted epoch)
+//     and checkNodes (honest commits agree with the tokens);
+//   - S2 unforgeability: tokenLocked (cluster and group signature),
+//     checkNodes (t-b honest votes behind every token), holderWrite and
+//     staleWrite (a real token is admitted or refused as stale, nothing
+//     else);
+//   - S3 durable votes: checkNodes (an honest node's votes rise and name
+//     one holder per epoch, across crashes);
+//   - S4 fencing: guard (the barrier model: admit at or above, refuse
+//     below, never fall), holderWrite and staleWrite;
+//   - S5 bounded epochs: checkNodes (each vote within MaxEpochStep of what
+//     the node knew; records accounted for by the audit log);
+//   - S6 membership: acquired1 (a token names the client it was handed to);
+//   - era: acquired1 and checkNodes (each group stays inside its era);
+//   - liveness (L2): checkLiveness, plus RunScenario's hard limit and a
+//     failed resharing.
 
 import (
 	"context"
@@ -177,7 +196,8 @@ func (o *oracle) short(holder string) string {
 	return id
 }
 
-// token checks a token (S1, S2) and remembers it; source names who had it.
+// tokenLocked checks a token and remembers it; source names who had it.
+// Judges S1 (one holder per (resource, epoch)) and S2 (cluster, signature).
 func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 	d := tok.Digest()
 	if _, ok := o.tokens[d]; ok {
@@ -205,7 +225,8 @@ func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 // lock, of client i, on the cluster file of group: 0 the original, 1 the
 // reshared one) was handed. Each Acquire call is its own lock, whether or
 // not clients share a key: no two may get the same holder session, the
-// same token, or tokens for one (resource, epoch) (S1).
+// same token, or tokens for one (resource, epoch). Judges S1, S6 (the
+// token names client i) and era (the token lies in its group's era).
 func (o *oracle) acquired1(i int, lock string, group int, tok protocol.Token) {
 	if group == 1 && o.era != nil {
 		o.era.feed.AddToken(tok) // tokens are public: the relays show it to the old group
@@ -258,6 +279,7 @@ func (o *oracle) count(i int) int {
 	return o.acquired[i]
 }
 
+// acquireFailed counts a failed acquisition (reported, not a violation).
 func (o *oracle) acquireFailed(i int, res string, err error) {
 	o.logf("client%d: acquire %q failed after %v: %v", i, res, time.Since(o.start).Round(time.Millisecond), err)
 	o.mu.Lock()
@@ -265,7 +287,8 @@ func (o *oracle) acquireFailed(i int, res string, err error) {
 	o.acquireErrors++
 }
 
-// guard checks one guarded write at a fence (S4, and S1 at the resource).
+// guard checks one guarded write at a fence. Judges S4 (the barrier
+// model) and S1 at the resource (one writer per admitted epoch).
 func (o *oracle) guard(g guardObs) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -313,6 +336,9 @@ func (o *oracle) guard(g guardObs) {
 	}
 }
 
+// holderWrite checks a write of client i with the token it holds: it is
+// admitted, or refused as stale only after a lease overlap (counted).
+// Judges S2/S4.
 func (o *oracle) holderWrite(i int, tok protocol.Token, lostBefore bool, err error) {
 	if err == nil || !errors.Is(err, verifier.ErrStale) {
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -330,6 +356,8 @@ func (o *oracle) holderWrite(i int, tok protocol.Token, lostBefore bool, err err
 	}
 }
 
+// staleWrite counts a write with a kept token of an ended lock: admitted
+// or refused as stale, nothing else. Judges S2/S4.
 func (o *oracle) staleWrite(i int, tok protocol.Token, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -357,7 +385,8 @@ type nodeGroup struct {
 // checkNodes reads every honest node's audit log and records, in every
 // group, and checks S1 and S2 against them, S3 (one holder per honest vote
 // and epoch, votes strictly rising), S5, and that each node stayed inside
-// its era: above its floor, below the next era's (protocol.Era).
+// its era: above its floor, below the next era's (protocol.Era). Judges
+// S1, S2, S3, S5 and era.
 func (o *oracle) checkNodes(ctx context.Context, groups []nodeGroup) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -505,8 +534,8 @@ func readAudit(ctx context.Context, r *node.Running) ([]node.AuditEntry, error) 
 	return nil, errors.New("audit log too long")
 }
 
-// checkLiveness: with at most f faulty nodes at any time every client must
-// acquire, and within the bound plus slack. The slack is the wall time of
+// checkLiveness judges liveness (L2): with at most f faulty nodes at any
+// time every client must acquire, and within the bound plus slack. The slack is the wall time of
 // a resharing run during the scenario: its DKG (up to 10 members, every
 // member's pairings and polynomial work) runs in this process, on the
 // same cores as the nodes and clients it is meant to leave alone, where a
