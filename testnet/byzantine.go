@@ -102,6 +102,18 @@ func byzRecord(ctx context.Context, m *Member, resource string) (node.Record, bo
 	return rec, true
 }
 
+// byzStatus decodes a Status request and reads the honest node's record
+// of its resource; ok is false if either fails, and the behaviour then
+// leaves the request to the honest node.
+func byzStatus(ctx context.Context, m *Member, req []byte) (string, node.Record, bool) {
+	r, err := protocol.UnmarshalStatusRequest(req)
+	if err != nil {
+		return "", node.Record{}, false
+	}
+	rec, ok := byzRecord(ctx, m, r.Resource)
+	return r.Resource, rec, ok
+}
+
 // voteMatcher remembers the last Acquire requests of each peer so that
 // Reply, which sees only the reply bytes, can tell which statement an
 // honest vote is for: the one whose vote bytes the node's identity
@@ -148,6 +160,22 @@ func (v *voteMatcher) statement(m *Member, from peer.ID, reply protocol.AcquireR
 		}
 	}
 	return protocol.Statement{}, false
+}
+
+// honestVote decodes reply as the honest node's vote on an Acquire and
+// finds (and forgets) the statement it is for. ok is false for any other
+// reply (another protocol, a refusal, an unmatched vote), which the
+// behaviours that tamper with votes pass through as is.
+func (v *voteMatcher) honestVote(m *Member, proto string, from peer.ID, reply []byte) (protocol.AcquireReply, protocol.Statement, bool) {
+	if proto != protocol.ProtoAcquire {
+		return protocol.AcquireReply{}, protocol.Statement{}, false
+	}
+	ar, err := protocol.UnmarshalAcquireReply(reply)
+	if err != nil || ar.Kind != protocol.KindVote {
+		return protocol.AcquireReply{}, protocol.Statement{}, false
+	}
+	stmt, ok := v.statement(m, from, ar)
+	return ar, stmt, ok
 }
 
 // ---------------------------------------------------------------------------
@@ -250,14 +278,7 @@ func (p *partialForger) Request(_ context.Context, _ *Member, proto string, from
 const partialSigOffset = 1 + 1 + crypto.PartialSize - crypto.SignatureSize
 
 func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byte) []byte {
-	if proto != protocol.ProtoAcquire {
-		return reply
-	}
-	ar, err := protocol.UnmarshalAcquireReply(reply)
-	if err != nil || ar.Kind != protocol.KindVote {
-		return reply
-	}
-	stmt, ok := p.votes.statement(m, from, ar)
+	ar, stmt, ok := p.votes.honestVote(m, proto, from, reply)
 	if !ok {
 		return reply
 	}
@@ -386,16 +407,12 @@ func (s *statusLiar) Request(ctx context.Context, m *Member, proto string, from 
 	default:
 		return nil, false, nil
 	}
-	r, err := protocol.UnmarshalStatusRequest(req)
-	if err != nil {
-		return nil, false, nil
-	}
-	rec, ok := byzRecord(ctx, m, r.Resource)
+	resource, rec, ok := byzStatus(ctx, m, req)
 	if !ok {
 		return nil, false, nil
 	}
 	s.remember(rec.Certified)
-	return s.lie(m, from, r.Resource, rec).Marshal(), true, nil
+	return s.lie(m, from, resource, rec).Marshal(), true, nil
 }
 
 func (s *statusLiar) lie(m *Member, from peer.ID, resource string, rec node.Record) protocol.StatusReply {
@@ -533,16 +550,12 @@ func (p *replayer) Request(ctx context.Context, m *Member, proto string, from pe
 		p.votes.request(from, r)
 		return nil, false, nil
 	case protocol.ProtoStatus:
-		r, err := protocol.UnmarshalStatusRequest(req)
-		if err != nil {
-			return nil, false, nil
-		}
-		rec, ok := byzRecord(ctx, m, r.Resource)
+		resource, rec, ok := byzStatus(ctx, m, req)
 		if !ok {
 			return nil, false, nil
 		}
-		st := protocol.StatusReply{Vote: p.oldSignedVote(m, r.Resource)}
-		if old := p.oldToken(r.Resource, rec.Certified); old != nil {
+		st := protocol.StatusReply{Vote: p.oldSignedVote(m, resource)}
+		if old := p.oldToken(resource, rec.Certified); old != nil {
 			st.LastEpoch, st.Certified = old.Epoch, old
 		}
 		return st.Marshal(), true, nil
@@ -609,14 +622,7 @@ func (p *replayer) oldToken(resource string, cur *protocol.Token) *protocol.Toke
 }
 
 func (p *replayer) Reply(m *Member, proto string, from peer.ID, reply []byte) []byte {
-	if proto != protocol.ProtoAcquire {
-		return reply
-	}
-	ar, err := protocol.UnmarshalAcquireReply(reply)
-	if err != nil || ar.Kind != protocol.KindVote {
-		return reply
-	}
-	stmt, ok := p.votes.statement(m, from, ar)
+	_, stmt, ok := p.votes.honestVote(m, proto, from, reply)
 	if !ok {
 		return reply
 	}

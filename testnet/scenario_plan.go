@@ -1,0 +1,281 @@
+package testnet
+
+// The scenario generator: everything a seed decides (cluster size,
+// Byzantine nodes, the clients' operations, the fault schedule, shared
+// identities and a resharing), drawn from one math/rand source before
+// anything runs. The order of the draws is part of every pinned seed
+// (TestScenarioRegressions, TestScenarioKinds): add new draws after the
+// existing ones, never between them.
+
+import (
+	"fmt"
+	mrand "math/rand"
+	"sort"
+	"time"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Fault kinds of the plan.
+type faultKind int
+
+const (
+	faultCrash faultKind = iota
+	faultRestart
+	faultCut
+	faultReconnect
+	faultDelay
+	faultUndelay
+)
+
+var faultNames = [...]string{"crash", "restart", "cut", "reconnect", "delay", "undelay"}
+
+type faultStep struct {
+	at    time.Duration // from workload start
+	kind  faultKind
+	node  int
+	delay time.Duration
+}
+
+type clientOp struct {
+	pause     time.Duration // before acquiring
+	resource  int
+	ttl       time.Duration
+	writes    int
+	hold      time.Duration // spread over the writes
+	keepStale bool          // keep the token after release and write with it later
+	staleLate bool          // … once every client is done, not after the next op
+}
+
+// scenarioPlan is everything the seed decides, drawn before anything runs
+// so the plan is the same for a seed whatever the interleaving.
+type scenarioPlan struct {
+	seed          int64
+	n, f, t, k, r int
+	step          uint64
+	byz           map[int]int // node index -> behaviour table index
+	ops           [][]clientOp
+	faults        []faultStep
+	slowDelay     time.Duration
+	// ident[c] is the client key client c uses (0..nids-1). When nids < k
+	// some clients share one key, as replicas of one service with one
+	// credential would: each Acquire is still its own lock session.
+	ident []int
+	nids  int
+	// era, if set, reshares the cluster during the run.
+	era *eraPlan
+}
+
+// eraPlan is a resharing during a run: at `at` the cluster is reshared to
+// n members (old members 1..keep stay with their identities), same group
+// key, epoch_floor = protocol.NextEpochFloor(0). The old group keeps
+// running; relays (old Byzantine members) show it the new era's tokens and
+// votes (EraRelay), and clients move to the new cluster file at their
+// switchAt-th operation (len(ops): never).
+type eraPlan struct {
+	at       time.Duration
+	n, keep  int
+	relays   []int
+	switchAt []int
+	// colluder is the client key (index) the relays send Acquire
+	// requests with; -1 when there are no relays.
+	colluder int
+}
+
+// clientKeys is how many client keys the scenario's key set needs.
+func (p scenarioPlan) clientKeys() int {
+	if p.era != nil && p.era.colluder >= 0 {
+		return p.era.colluder + 1
+	}
+	return p.nids
+}
+
+// sharedIdentities reports whether some clients share one key.
+func (p scenarioPlan) sharedIdentities() bool { return p.nids < p.k }
+
+// Chance, in percent, that a seed draws each new kind (issue 10).
+const (
+	scenarioSharedPercent  = 60 // clients sharing a client key
+	scenarioResharePercent = 20 // a resharing with the old group left running
+)
+
+func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPlan {
+	rng := mrand.New(mrand.NewSource(seed))
+	p := scenarioPlan{seed: seed, byz: map[int]int{}}
+	// Draw every choice even when pinned, so pinning one keeps the others.
+	p.n = []int{4, 4, 4, 7, 7, 10}[rng.Intn(6)]
+	p.k = 2 + rng.Intn(3)
+	p.r = 1 + rng.Intn(3)
+	p.step = []uint64{16, 64, protocol.DefaultMaxEpochStep}[rng.Intn(3)]
+	if cfg.N > 0 {
+		p.n = cfg.N
+	}
+	if cfg.Clients > 0 {
+		p.k = cfg.Clients
+	}
+	if cfg.Resources > 0 {
+		p.r = cfg.Resources
+	}
+	p.f, p.t = crypto.FaultThreshold(p.n)
+
+	// Byzantine nodes: f of them most of the time; fewer leaves room in
+	// the fault budget for crashing and cutting off honest nodes.
+	nbyz := p.f
+	if rng.Intn(3) == 0 {
+		nbyz = rng.Intn(p.f + 1)
+	}
+	perm := rng.Perm(p.n)
+	// Sometimes they collude: every Byzantine node runs one behaviour.
+	colluding := rng.Intn(4) == 0
+	if !cfg.NoByzantine && behaviours > 0 {
+		shared := rng.Intn(behaviours)
+		for _, i := range perm[:nbyz] {
+			p.byz[i+1] = rng.Intn(behaviours)
+			if colluding {
+				p.byz[i+1] = shared
+			}
+		}
+	}
+
+	// Client workloads.
+	p.ops = make([][]clientOp, p.k)
+	for c := range p.ops {
+		nops := 2 + rng.Intn(2)
+		for j := 0; j < nops; j++ {
+			p.ops[c] = append(p.ops[c], clientOp{
+				pause:     time.Duration(rng.Intn(30)) * time.Millisecond,
+				resource:  rng.Intn(p.r),
+				ttl:       time.Duration(400+rng.Intn(600)) * time.Millisecond,
+				writes:    rng.Intn(3),
+				hold:      time.Duration(rng.Intn(20)) * time.Millisecond,
+				keepStale: rng.Intn(3) == 0,
+				staleLate: rng.Intn(2) == 0,
+			})
+		}
+	}
+
+	// Faults, simulated as they are drawn so that Byzantine, crashed and
+	// cut-off nodes together never exceed f.
+	crashed, cut, delayed := map[int]bool{}, map[int]bool{}, map[int]bool{}
+	faulty := func() int {
+		s := map[int]bool{}
+		for i := range p.byz {
+			s[i] = true
+		}
+		for i := range crashed {
+			s[i] = true
+		}
+		for i := range cut {
+			s[i] = true
+		}
+		return len(s)
+	}
+	isFaulty := func(i int) bool { _, b := p.byz[i]; return b || crashed[i] || cut[i] }
+	if !cfg.NoFaults {
+		at := time.Duration(0)
+		steps := 3 + rng.Intn(8)
+		for s := 0; s < steps; s++ {
+			at += time.Duration(10+rng.Intn(70)) * time.Millisecond
+			i := 1 + rng.Intn(p.n)
+			kind := faultKind(rng.Intn(6))
+			d := time.Duration(5+rng.Intn(35)) * time.Millisecond
+			switch {
+			case kind == faultCrash && crashed[i], kind == faultRestart && !crashed[i]:
+				kind = faultRestart
+				if !crashed[i] {
+					kind = faultCrash
+				}
+			case kind == faultCut && cut[i], kind == faultReconnect && !cut[i]:
+				kind = faultReconnect
+				if !cut[i] {
+					kind = faultCut
+				}
+			case kind == faultUndelay && !delayed[i]:
+				kind = faultDelay
+			}
+			if (kind == faultCrash || kind == faultCut) && !isFaulty(i) && faulty() >= p.f {
+				kind = faultDelay // no budget left: slow it down instead
+			}
+			switch kind {
+			case faultCrash:
+				crashed[i] = true
+			case faultRestart:
+				delete(crashed, i)
+			case faultCut:
+				cut[i] = true
+			case faultReconnect:
+				delete(cut, i)
+			case faultDelay:
+				delayed[i] = true
+			case faultUndelay:
+				delete(delayed, i)
+			}
+			p.faults = append(p.faults, faultStep{at: at, kind: kind, node: i, delay: d})
+		}
+	}
+
+	// Drawn after everything above, so that the plans of the kinds that
+	// existed before stay the same for a seed. Relays are drawn among the
+	// Byzantine nodes: with NoByzantine a resharing has none.
+	shared := rng.Intn(100) < scenarioSharedPercent
+	nids := 1 + rng.Intn(max(1, p.k-1)) // fewer keys than clients: some share
+	ident := make([]int, p.k)
+	for c := range ident {
+		ident[c] = rng.Intn(nids)
+	}
+	p.nids, p.ident = p.k, make([]int, p.k)
+	for c := range p.ident {
+		p.ident[c] = c
+	}
+	if shared && p.k >= 2 && !cfg.NoSharedIdentities {
+		p.nids, p.ident = nids, ident
+	}
+	reshare := rng.Intn(100) < scenarioResharePercent
+	e := &eraPlan{at: time.Duration(50+rng.Intn(250)) * time.Millisecond, n: []int{4, 4, 7}[rng.Intn(3)], colluder: -1}
+	e.keep = 1 + rng.Intn(min(p.n, e.n))
+	byz := sortedKeys(p.byz)
+	rng.Shuffle(len(byz), func(i, j int) { byz[i], byz[j] = byz[j], byz[i] })
+	if len(byz) > 0 {
+		e.relays = append(e.relays, byz[:1+rng.Intn(len(byz))]...)
+		sort.Ints(e.relays)
+		e.colluder = p.nids
+	}
+	e.switchAt = make([]int, p.k)
+	switched := 0
+	for c := range e.switchAt {
+		e.switchAt[c] = len(p.ops[c])
+		if rng.Intn(2) == 0 {
+			e.switchAt[c] = 1 + rng.Intn(len(p.ops[c]))
+		}
+		if e.switchAt[c] < len(p.ops[c]) {
+			switched++
+		}
+	}
+	switch {
+	case switched == 0: // someone moves to the new cluster file
+		e.switchAt[p.k-1] = 1
+	case switched == p.k && p.k > 1: // and someone stays on the old one
+		e.switchAt[0] = len(p.ops[0])
+	}
+	if reshare && !cfg.NoReshare {
+		p.era = e
+	}
+	return p
+}
+
+func (p scenarioPlan) rules() node.Rules {
+	return node.Rules{MaxEpochStep: p.step, VoteTimeout: scenarioVoteTimeout, DefaultTTL: scenarioDefaultTTL, MaxTTL: protocol.MaxTTL}
+}
+
+func resourceName(r int) string { return fmt.Sprintf("res-%d", r) }
+
+func sortedKeys(m map[int]int) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
