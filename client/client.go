@@ -271,8 +271,7 @@ func (c *Client) Close() error {
 type Option func(*acquireOptions)
 
 type acquireOptions struct {
-	ttl  time.Duration
-	wait time.Duration // see WithWait
+	ttl time.Duration
 }
 
 // WithTTL sets the lease length (default Config.DefaultTTL).
@@ -289,11 +288,6 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 	o, err := c.options(resource, opts)
 	if err != nil {
 		return nil, err
-	}
-	if o.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.wait)
-		defer cancel()
 	}
 	return c.lock(ctx, resource, o, true)
 }

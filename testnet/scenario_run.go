@@ -349,7 +349,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		c := sc.client(ctx, j)
 		res := resourceName(op.resource)
 		actx, cancel := context.WithTimeout(ctx, o.tm.wait)
-		l, err := c.Acquire(actx, res, client.WithWait(o.tm.wait), client.WithTTL(op.ttl))
+		l, err := c.Acquire(actx, res, client.WithTTL(op.ttl))
 		cancel()
 		if err != nil {
 			o.acquireFailed(i, res, err)
@@ -387,7 +387,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		}
 		res := resourceName(sc.ops[0].resource)
 		actx, cancel := context.WithTimeout(ctx, left)
-		l, err := sc.c.Acquire(actx, res, client.WithWait(left))
+		l, err := sc.c.Acquire(actx, res)
 		cancel()
 		if err != nil {
 			o.acquireFailed(i, res, err)
