@@ -16,8 +16,8 @@ import (
 // equation (the cache is off, so every iteration pays it).
 func BenchmarkVerifyFirst(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster, verifier.WithCacheSize(0))
-	tok := fx.token(b, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
+	tok := fx.Token(b, "orders-db", 5, "client-a")
 	b.ResetTimer()
 	for b.Loop() {
 		if err := v.Verify(tok); err != nil {
@@ -32,8 +32,8 @@ func BenchmarkVerifyFirst(b *testing.B) {
 // 1 µs/op.
 func BenchmarkVerifyCached(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	tok := fx.token(b, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster)
+	tok := fx.Token(b, "orders-db", 5, "client-a")
 	if err := v.Verify(tok); err != nil {
 		b.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func BenchmarkVerifyCached(b *testing.B) {
 // over many tokens (the cache is sharded).
 func BenchmarkVerifyCachedParallel(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	var toks []protocol.Token
 	for epoch := uint64(1); epoch <= 32; epoch++ {
-		tok := fx.token(b, "orders-db", epoch, holder(epoch))
+		tok := fx.Token(b, "orders-db", epoch, holder(epoch))
 		if err := v.Verify(tok); err != nil {
 			b.Fatal(err)
 		}
@@ -78,8 +78,8 @@ func BenchmarkVerifyCachedParallel(b *testing.B) {
 // point) dominates, the cache answers the signature check.
 func BenchmarkParseAndVerifyCached(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	text := fx.token(b, "orders-db", 5, "client-a").String()
+	v := verifier.New(fx.Cluster)
+	text := fx.Token(b, "orders-db", 5, "client-a").String()
 	if _, err := v.ParseAndVerify(text); err != nil {
 		b.Fatal(err)
 	}
@@ -97,10 +97,10 @@ func BenchmarkParseAndVerifyCached(b *testing.B) {
 // the time per token.
 func benchBatch(b *testing.B, n int) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	v := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 	toks := make([]protocol.Token, n)
 	for i := range toks {
-		toks[i] = fx.token(b, "orders-db", uint64(i+1), holder(uint64(i+1)))
+		toks[i] = fx.Token(b, "orders-db", uint64(i+1), holder(uint64(i+1)))
 	}
 	b.ResetTimer()
 	for b.Loop() {
@@ -134,7 +134,7 @@ func BenchmarkVerifyRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := p.v.VerifyRequest(p.tok, "orders-db", req, proofs[i]); err != nil {
+		if _, err := p.v.VerifyRequest(p.tok, "orders-db", req, proofs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -148,7 +148,7 @@ func benchGuard(b *testing.B, s verifier.BarrierStore) {
 	var epoch uint64
 	for b.Loop() {
 		epoch++
-		err := s.Guard(ctx, "orders-db", epoch, func(tx verifier.Tx) error {
+		err := s.Guard(ctx, admit("orders-db", epoch), func(tx verifier.Tx) error {
 			return tx.Put("row", binary.BigEndian.AppendUint64(nil, epoch))
 		})
 		if err != nil {

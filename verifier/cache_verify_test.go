@@ -52,13 +52,13 @@ func malleate(tok protocol.Token) (protocol.Token, bool) {
 // one.
 func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	fx := mainFixture()
-	cached := verifier.New(fx.cluster)
-	fresh := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	cached := verifier.New(fx.Cluster)
+	fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 
 	var tok, mal protocol.Token
 	for epoch := uint64(1); ; epoch++ {
 		require.Less(t, epoch, uint64(40), "no signature with x+p below 2^256")
-		tok = fx.token(t, "orders-db", epoch, "client-a")
+		tok = fx.Token(t, "orders-db", epoch, "client-a")
 		var ok bool
 		if mal, ok = malleate(tok); ok {
 			break
@@ -67,7 +67,7 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	require.NoError(t, cached.Verify(tok))
 	require.NoError(t, cached.VerifyFor(tok, "orders-db"))
 
-	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.cluster.Key, nil, nil))
+	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.Cluster.Key, nil, nil))
 	require.NoError(t, err)
 	variants := []struct {
 		name     string
@@ -101,12 +101,12 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(cached, store)
-	newer := fx.token(t, "orders-db", tok.Epoch+1, "client-b")
+	newer := fx.Token(t, "orders-db", tok.Epoch+1, "client-b")
 	require.NoError(t, fence.Admit(context.Background(), newer, "orders-db", func(verifier.Tx) error { return nil }))
 	require.ErrorIs(t, fence.Admit(context.Background(), tok, "orders-db", func(verifier.Tx) error { return nil }), verifier.ErrStale)
 
 	// So does proof mode: a cached token alone admits nothing there.
-	pv := verifier.New(fx.cluster, verifier.RequireProof(verifier.ProofConfig{}))
+	pv := verifier.New(fx.Cluster, verifier.RequireProof(verifier.ProofConfig{}))
 	require.NoError(t, pv.Verify(tok))
 	require.ErrorIs(t, pv.VerifyFor(tok, "orders-db"), verifier.ErrNoProof)
 }
@@ -118,10 +118,10 @@ func TestCacheRandomMix(t *testing.T) {
 	fx := mainFixture()
 	var pool []protocol.Token
 	for epoch := uint64(1); epoch <= 6; epoch++ {
-		pool = append(pool, fx.token(t, "orders-db", epoch, holder(epoch)))
+		pool = append(pool, fx.Token(t, "orders-db", epoch, holder(epoch)))
 	}
-	cached := verifier.New(fx.cluster, verifier.WithCacheSize(3))
-	fresh := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	cached := verifier.New(fx.Cluster, verifier.WithCacheSize(3))
+	fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 	rng := rand.New(rand.NewSource(7))
 	for i := 0; i < 60; i++ {
 		tok := pool[rng.Intn(len(pool))]

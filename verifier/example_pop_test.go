@@ -4,34 +4,27 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"time"
 
-	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 func ExampleRequireProof() {
-	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
-	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
+	// A test cluster from a trusted dealer (tests and examples only); a
+	// resource loads a real cluster's file with verifier.Load.
+	dealer := verifiertest.NewDealer("example", 1)
+	cluster := dealer.Cluster
 
 	// The holder's identity is an Ed25519 key; its libp2p peer ID is the
 	// holder named in the token. (Clients use their libp2p identity and
 	// client.SignRequest.)
 	holderKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	holder := verifier.HolderID(holderKey.Public().(ed25519.PublicKey))
-	st := cluster.Statement("orders-db", 7, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
-	var partials []crypto.PartialSig
-	for _, s := range shares[:3] {
-		p, _ := s.Sign(st.SignedBytes())
-		partials = append(partials, p)
-	}
-	sig, _, _ := key.Combine(st.SignedBytes(), partials)
-	tok := protocol.Token{Statement: st, Signature: sig}
+	tok, _ := dealer.Issue("orders-db", 7, holder)
 
 	// The resource runs its verifier in proof mode. The clock is fixed
 	// here so the output is stable; leave Now unset in production.

@@ -117,22 +117,21 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 			unauthorized(w, reason(err))
 			return
 		}
+		var (
+			adm Admission
+			ok  bool
+		)
 		if f.v.proof.required {
-			if !f.checkRequest(w, r, tok, resource) {
-				return
-			}
+			adm, ok = f.checkRequest(w, r, tok, resource)
 		} else {
-			if err := f.v.VerifyFor(tok, resource); err != nil {
-				unauthorized(w, reason(err))
-				return
-			}
-			if _, err := f.bufferBody(w, r); err != nil {
-				return
-			}
+			adm, ok = f.checkToken(w, r, tok, resource)
+		}
+		if !ok {
+			return
 		}
 		ctx := context.WithValue(r.Context(), tokenKey, tok)
 		rec := newRecorder()
-		err = f.s.Guard(r.Context(), resource, tok.Epoch, func(tx Tx) error {
+		err = f.s.Guard(r.Context(), adm, func(tx Tx) error {
 			next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, txKey, tx)))
 			if rec.status() >= 400 {
 				return errHandlerFailed
@@ -170,18 +169,33 @@ func unauthorized(w http.ResponseWriter, msg string) {
 	http.Error(w, msg, http.StatusUnauthorized)
 }
 
+// checkToken admits a request outside proof mode (Verifier.Admit), then
+// buffers its body. It answers and returns false if the request is
+// refused.
+func (f *Fence) checkToken(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) (Admission, bool) {
+	adm, err := f.v.Admit(tok, resource)
+	if err != nil {
+		unauthorized(w, reason(err))
+		return Admission{}, false
+	}
+	if _, err := f.bufferBody(w, r); err != nil {
+		return Admission{}, false
+	}
+	return adm, true
+}
+
 // checkRequest applies proof mode to a request (Verifier.VerifyRequest, with
 // the body buffered only once the token is known valid). It answers and
 // returns false if the request is refused.
-func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) bool {
+func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) (Admission, bool) {
 	vals := r.Header.Values(HeaderProof)
 	if len(vals) == 0 {
 		unauthorized(w, reason(ErrNoProof))
-		return false
+		return Admission{}, false
 	}
 	if len(vals) > 1 {
 		unauthorized(w, "more than one "+HeaderProof+" header")
-		return false
+		return Admission{}, false
 	}
 	proof, err := ParseProofText(vals[0])
 	var (
@@ -196,38 +210,38 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 	}
 	if err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
 	body, err := f.bufferBody(w, r)
 	if err != nil {
-		return false
+		return Admission{}, false
 	}
 	if err := f.v.checkProofSignature(tok, key, NewRequest(r.Method, requestTarget(r), body), proof); err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
 	// A stale token is refused before its nonce takes room in the replay
 	// record; Guard checks the barrier again in the transaction.
-	if err := f.refuseStale(r.Context(), resource, tok.Epoch); err != nil {
+	if err := f.refuseStale(r.Context(), admitted(&tok)); err != nil {
 		var stale *StaleError
 		if errors.As(err, &stale) {
 			staleResponse(w, stale)
 		} else {
 			http.Error(w, "barrier store failed", http.StatusInternalServerError)
 		}
-		return false
+		return Admission{}, false
 	}
 	err = f.v.recordProof(tok, proof)
 	if errors.Is(err, ErrTooManyProofs) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.proof.window.Seconds()+0.999)))
 		http.Error(w, "too many recent proofs of possession", http.StatusServiceUnavailable)
-		return false
+		return Admission{}, false
 	}
 	if err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
-	return true
+	return admitted(&tok), true
 }
 
 // requestTarget is the request target the client signed: the raw one from

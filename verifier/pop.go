@@ -307,11 +307,17 @@ func SignRequest(req *http.Request, tok protocol.Token, sign func(msg []byte) ([
 // token too: Fence.AdmitRequest and Fence.Middleware read the barrier
 // between steps 5 and 6 and refuse a stale token before its nonce is
 // recorded.
-func (v *Verifier) VerifyRequest(tok protocol.Token, resource string, req Request, proof Proof) error {
+//
+// On success it returns the Admission for a store's native transaction
+// (BoltStore.Update, SQLStore.Update), as Admit does outside proof mode.
+func (v *Verifier) VerifyRequest(tok protocol.Token, resource string, req Request, proof Proof) (Admission, error) {
 	if err := v.checkProofUntilRecord(tok, resource, req, proof); err != nil {
-		return err
+		return Admission{}, err
 	}
-	return v.recordProof(tok, proof)
+	if err := v.recordProof(tok, proof); err != nil {
+		return Admission{}, err
+	}
+	return admitted(&tok), nil
 }
 
 // checkProofUntilRecord runs steps 1 to 5 of VerifyRequest.
@@ -371,25 +377,26 @@ func (f *Fence) AdmitRequest(ctx context.Context, tok protocol.Token, resource s
 	if err := f.v.checkProofUntilRecord(tok, resource, req, proof); err != nil {
 		return err
 	}
-	if err := f.refuseStale(ctx, resource, tok.Epoch); err != nil {
+	adm := admitted(&tok)
+	if err := f.refuseStale(ctx, adm); err != nil {
 		return err
 	}
 	if err := f.v.recordProof(tok, proof); err != nil {
 		return err
 	}
-	return f.s.Guard(ctx, resource, tok.Epoch, write)
+	return f.s.Guard(ctx, adm, write)
 }
 
 // refuseStale is a cheap read of the barrier outside any transaction: it
-// returns a *StaleError if epoch is below it. A barrier raised just after
-// the read is still caught by Guard.
-func (f *Fence) refuseStale(ctx context.Context, resource string, epoch uint64) error {
-	barrier, ok, err := f.s.Barrier(ctx, resource)
+// returns a *StaleError if adm's epoch is below it. A barrier raised just
+// after the read is still caught by Guard.
+func (f *Fence) refuseStale(ctx context.Context, adm Admission) error {
+	barrier, ok, err := f.s.Barrier(ctx, adm.resource)
 	if err != nil {
-		return fmt.Errorf("verifier: read barrier of %q: %w", resource, err)
+		return fmt.Errorf("verifier: read barrier of %q: %w", adm.resource, err)
 	}
-	if ok && epoch < barrier {
-		return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	if ok && adm.epoch < barrier {
+		return &StaleError{Resource: adm.resource, Epoch: adm.epoch, Barrier: barrier}
 	}
 	return nil
 }

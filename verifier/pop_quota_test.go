@@ -54,7 +54,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	// An ex-holder's stale token (epoch 3), with valid proofs from its own
 	// key: refused as stale, and none of its nonces is recorded.
 	exKey := testKey(2)
-	staleTok := p.fx.token(t, "orders-db", 3, holderOf(exKey))
+	staleTok := p.fx.Token(t, "orders-db", 3, holderOf(exKey))
 	for i := range flood {
 		err := admit(staleTok, exKey)
 		require.ErrorIs(t, err, verifier.ErrStale, "stale proof %d", i)
@@ -68,7 +68,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	// A holder of another resource's current token: admitted up to its
 	// quota, then refused, its own requests only.
 	curKey := testKey(3)
-	curTok := p.fx.token(t, "other-db", 1, holderOf(curKey))
+	curTok := p.fx.Token(t, "other-db", 1, holderOf(curKey))
 	admitted := 0
 	for range flood {
 		err := admit(curTok, curKey)
@@ -94,7 +94,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	// holder beyond its quota.
 	for i := range 2 * maxNonces / quota {
 		key := testKey(byte(10 + i))
-		tok := p.fx.token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
+		tok := p.fx.Token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
 		for range 2 * quota {
 			if err := admit(tok, key); err != nil {
 				require.ErrorIs(t, err, verifier.ErrTooManyProofs)
@@ -117,7 +117,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	err := error(nil)
 	for i := 0; err == nil; i++ {
 		require.Less(t, i, maxNonces, "no quota")
-		err = p.v.VerifyRequest(p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0))
+		_, err = p.v.VerifyRequest(p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0))
 	}
 	require.True(t, errors.Is(err, verifier.ErrTooManyProofs), "%v", err)
 	_, most = recorded()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // testClock is an injectable clock.
@@ -50,7 +51,7 @@ func (c *testClock) Advance(d time.Duration) {
 // popFixture is a holder with an Ed25519 identity, its token for
 // orders-db, and a verifier in proof mode on a test clock.
 type popFixture struct {
-	fx     *fixture
+	fx     *verifiertest.Dealer
 	key    ed25519.PrivateKey
 	holder string
 	tok    protocol.Token
@@ -63,9 +64,9 @@ func newPopFixture(t testing.TB, cfg verifier.ProofConfig) *popFixture {
 	t.Helper()
 	p := &popFixture{fx: mainFixture(), key: testKey(1), clock: newTestClock()}
 	p.holder = verifier.HolderID(p.key.Public().(ed25519.PublicKey))
-	p.tok = p.fx.token(t, "orders-db", 5, p.holder)
+	p.tok = p.fx.Token(t, "orders-db", 5, p.holder)
 	cfg.Now = p.clock.Now
-	p.v = verifier.New(p.fx.cluster, verifier.RequireProof(cfg))
+	p.v = verifier.New(p.fx.Cluster, verifier.RequireProof(cfg))
 	return p
 }
 
@@ -87,8 +88,8 @@ func TestVerifyRequest(t *testing.T) {
 	p := newPopFixture(t, verifier.ProofConfig{})
 	attacker := testKey(99)
 	req := verifier.NewRequest(http.MethodPut, "/orders-db/rows/7?if=none", []byte("value"))
-	other := p.fx.token(t, "orders-db", 6, p.holder)
-	thiefTok := p.fx.token(t, "orders-db", 5, "client-a") // holder not a peer ID
+	other := p.fx.Token(t, "orders-db", 6, p.holder)
+	thiefTok := p.fx.Token(t, "orders-db", 5, "client-a") // holder not a peer ID
 
 	change := func(f func(*verifier.Request)) verifier.Request { r := req; f(&r); return r }
 	tests := []struct {
@@ -119,11 +120,12 @@ func TestVerifyRequest(t *testing.T) {
 			// The verifier checks the request it receives, which for the
 			// tampering cases is the original one.
 			proof := p.prove(tt.signed, tt.req, tt.key, tt.skew)
-			err := p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
+			_, err := p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
 			if tt.want == nil {
 				require.NoError(t, err)
 				// The same proof again is a replay.
-				require.ErrorIs(t, p.v.VerifyRequest(tt.tok, "orders-db", req, proof), verifier.ErrReplayed)
+				_, err = p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
+				require.ErrorIs(t, err, verifier.ErrReplayed)
 				return
 			}
 			require.ErrorIs(t, err, tt.want)
@@ -148,7 +150,10 @@ func TestReplayRecord(t *testing.T) {
 	// One holder: its quota (2 of 4) is what fills.
 	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: 4, MaxNoncesPerHolder: 2, Window: 10 * time.Second})
 	req := verifier.NewRequest(http.MethodPost, "/orders-db", nil)
-	check := func(pr verifier.Proof) error { return p.v.VerifyRequest(p.tok, "orders-db", req, pr) }
+	check := func(pr verifier.Proof) error {
+		_, err := p.v.VerifyRequest(p.tok, "orders-db", req, pr)
+		return err
+	}
 
 	// Garbage does not take room.
 	for i := 0; i < 5; i++ {
@@ -259,13 +264,13 @@ func TestMiddlewareProof(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "time window")
 
-	plain := p.fx.token(t, "orders-db", 7, "client-a")
+	plain := p.fx.Token(t, "orders-db", 7, "client-a")
 	code, msg = serve(h, signed(http.MethodPut, "/orders-db", "d", plain, testKey(3)))
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "not an Ed25519 peer ID")
 
 	// Nothing refused was written.
-	err := store.Guard(context.Background(), "orders-db", p.tok.Epoch, func(tx verifier.Tx) error {
+	err := store.Guard(context.Background(), admit("orders-db", p.tok.Epoch), func(tx verifier.Tx) error {
 		v, ok, err := tx.Get("value")
 		require.True(t, ok)
 		require.Equal(t, "a", string(v))
