@@ -15,6 +15,11 @@
 //  3. its epoch is not below the resource's barrier, the highest epoch the
 //     resource has admitted ([BarrierStore.Guard]).
 //
+// Steps 1 and 2 yield an [Admission] ([Verifier.Admit]); step 3 takes one.
+// The barrier stores accept nothing else, never a raw epoch, so no guarded
+// write, not even one in the application's own native transaction, can
+// run for a token that was not verified.
+//
 // An epoch above the barrier raises the barrier in the same atomic
 // transaction as the write the token guards: both commit or neither does, and
 // the barrier survives restarts. An equal epoch is the same holder (at most one
@@ -62,9 +67,19 @@
 // in one store transaction. A resource that keeps its data elsewhere must
 // make that data and the barrier commit together: keep the barrier in the
 // same database and use the store's native transaction ([BoltStore.Update]
-// for bbolt, [SQLStore.Update] for SQL databases). Raising the barrier in
-// one store and writing in another, or checking the barrier and writing
-// later, is not fencing: a stale holder can slip in between.
+// for bbolt, [SQLStore.Update] for SQL databases), with the Admission that
+// verification returned:
+//
+//	adm, err := v.Admit(tok, "orders-db") // or v.VerifyRequest in proof mode
+//	if err != nil { /* refuse the request */ }
+//	err = store.Update(ctx, adm, func(stx *sql.Tx, _ verifier.Tx) error {
+//		_, err := stx.ExecContext(ctx, "UPDATE orders SET state = ? WHERE id = 42", state)
+//		return err
+//	})
+//
+// Raising the barrier in one store and writing in another, or checking
+// the barrier and writing later, is not fencing: a stale holder can slip
+// in between.
 //
 // # Cancellation and unknown outcomes
 //
@@ -100,6 +115,9 @@
 //     resource without a database ([OpenBoltStore]; fsync on every commit).
 //     "palisade resource" is built on it.
 //   - [NewMemoryStore]: tests only; its barriers do not survive a restart.
+//
+// Tests and examples get a cluster and its tokens from package
+// verifier/verifiertest (a trusted dealer: never outside tests).
 //
 // Every store passes the same conformance suite, package
 // verifier/barriertest: stale epochs refused, equal admitted, higher raise

@@ -24,7 +24,7 @@ func NewFence(v *Verifier, s BarrierStore) *Fence {
 	return &Fence{v: v, s: s}
 }
 
-// Admit applies the S4 rule to one request: tok must verify for resource
+// Admit applies the S4 rule (fencing at the resource) to one request: tok must verify for resource
 // (Verifier.Admit: cheap checks, then the pairing check) and its epoch
 // must not be below the resource's barrier (BarrierStore.Guard); then write
 // runs in the transaction that raises the barrier. The error wraps

@@ -188,7 +188,8 @@ func (v *Verifier) VerifyFor(tok protocol.Token, resource string) error {
 	return v.checkSignature(&tok, cached)
 }
 
-// precheckFor is precheck plus the resource.
+// precheckFor is precheck plus the resource (S4: a token is valid only for
+// its own resource).
 func (v *Verifier) precheckFor(tok *protocol.Token, resource string) (cached bool, err error) {
 	cached, err = v.precheck(tok)
 	if err != nil {
@@ -240,7 +241,9 @@ func (v *Verifier) precheck(tok *protocol.Token) (cached bool, err error) {
 }
 
 // checkSignature checks the token's signature with the pairing check,
-// unless precheck found it in the cache, and remembers a success.
+// unless precheck found it in the cache, and remembers a success. S2
+// unforgeability: this is where a resource refuses a token that f nodes
+// (with any clients) signed without a quorum.
 func (v *Verifier) checkSignature(tok *protocol.Token, cached bool) error {
 	if cached {
 		return nil
