@@ -48,7 +48,7 @@ func init() {
 // Admit verifies tok for resource, as VerifyFor does, and returns the
 // Admission a barrier store needs to run a guarded write for it. Its
 // errors are VerifyFor's; in proof mode (RequireProof) it refuses every
-// token with ErrNoProof: use VerifyRequest there.
+// token with pop.ErrNoProof: use VerifyRequest there.
 func (v *Verifier) Admit(tok protocol.Token, resource string) (Admission, error) {
 	if err := v.VerifyFor(tok, resource); err != nil {
 		return Admission{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // BenchmarkVerifyFirst is the first check of a token: one pairing
@@ -122,9 +123,9 @@ func BenchmarkVerifyBatch100(b *testing.B) { benchBatch(b, 100) }
 // BenchmarkVerifyRequest is a request in proof mode with a cached token:
 // the Ed25519 check of the holder's proof and the replay record.
 func BenchmarkVerifyRequest(b *testing.B) {
-	p := newPopFixture(b, verifier.ProofConfig{MaxNonces: b.N + 1, Window: time.Hour})
-	req := verifier.NewRequest(http.MethodPut, "/orders-db", []byte("value"))
-	proofs := make([]verifier.Proof, b.N)
+	p := newPopFixture(b, pop.Config{MaxNonces: b.N + 1, Window: time.Hour})
+	req := pop.NewRequest(http.MethodPut, "/orders-db", []byte("value"))
+	proofs := make([]pop.Proof, b.N)
 	for i := range proofs {
 		proofs[i] = p.prove(p.tok, req, p.key, 0)
 	}

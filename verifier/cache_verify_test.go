@@ -12,12 +12,13 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // sentinels are the errors a refused token wraps exactly one of.
 var sentinels = []error{
 	verifier.ErrMalformedToken, verifier.ErrInvalidToken, verifier.ErrWrongCluster,
-	verifier.ErrWrongResource, verifier.ErrStale, verifier.ErrNoProof,
+	verifier.ErrWrongResource, verifier.ErrStale, pop.ErrNoProof,
 }
 
 // sentinel returns the sentinel err wraps, nil for nil.
@@ -106,9 +107,9 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	require.ErrorIs(t, fence.Admit(context.Background(), tok, "orders-db", func(verifier.Tx) error { return nil }), verifier.ErrStale)
 
 	// So does proof mode: a cached token alone admits nothing there.
-	pv := verifier.New(fx.Cluster, verifier.RequireProof(verifier.ProofConfig{}))
+	pv := verifier.New(fx.Cluster, verifier.RequireProof(pop.Config{}))
 	require.NoError(t, pv.Verify(tok))
-	require.ErrorIs(t, pv.VerifyFor(tok, "orders-db"), verifier.ErrNoProof)
+	require.ErrorIs(t, pv.VerifyFor(tok, "orders-db"), pop.ErrNoProof)
 }
 
 // TestCacheRandomMix checks seeded random sequences of valid, tampered and

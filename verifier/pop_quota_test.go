@@ -14,6 +14,7 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // TestProofFloodCannotLockOutHolder measures the bounds of the replay
@@ -27,21 +28,21 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 		quota     = maxNonces / 8 // the default MaxNoncesPerHolder
 		flood     = 2 * maxNonces
 	)
-	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: maxNonces})
+	p := newPopFixture(t, pop.Config{MaxNonces: maxNonces})
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(p.v, store)
 	ctx := context.Background()
-	req := verifier.NewRequest(http.MethodPost, "/orders-db", nil)
+	req := pop.NewRequest(http.MethodPost, "/orders-db", nil)
 	admit := func(tok protocol.Token, key ed25519.PrivateKey) error {
-		r := verifier.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
+		r := pop.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
 		return fence.AdmitRequest(ctx, tok, tok.Resource, r, p.prove(tok, r, key, 0), nil)
 	}
 	holderOf := func(key ed25519.PrivateKey) string { return verifier.HolderID(key.Public().(ed25519.PublicKey)) }
 	h := fence.Middleware(func(r *http.Request) string { return r.URL.Path[1:] }, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	serveSigned := func(tok protocol.Token, key ed25519.PrivateKey) int {
 		r := httptest.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
-		require.NoError(t, verifier.SignRequest(r, tok, p.signer(key), p.clock.Now()))
+		require.NoError(t, pop.SignRequest(r, tok, p.signer(key), p.clock.Now()))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		return rec.Code
@@ -76,7 +77,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 			admitted++
 			continue
 		}
-		require.ErrorIs(t, err, verifier.ErrTooManyProofs)
+		require.ErrorIs(t, err, pop.ErrTooManyProofs)
 	}
 	require.Equal(t, quota, admitted, "a holder recorded more than its quota")
 	require.Equal(t, http.StatusServiceUnavailable, serveSigned(curTok, curKey))
@@ -97,7 +98,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 		tok := p.fx.Token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
 		for range 2 * quota {
 			if err := admit(tok, key); err != nil {
-				require.ErrorIs(t, err, verifier.ErrTooManyProofs)
+				require.ErrorIs(t, err, pop.ErrTooManyProofs)
 			}
 		}
 	}
@@ -119,7 +120,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 		require.Less(t, i, maxNonces, "no quota")
 		_, err = p.v.VerifyRequest(p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0))
 	}
-	require.True(t, errors.Is(err, verifier.ErrTooManyProofs), "%v", err)
+	require.True(t, errors.Is(err, pop.ErrTooManyProofs), "%v", err)
 	_, most = recorded()
 	require.Equal(t, quota, most)
 }
