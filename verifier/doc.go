@@ -1,8 +1,8 @@
 // Package verifier is what a resource embeds to check Palisade fencing
 // tokens. It imports only the standard library, packages protocol and crypto,
-// and go.etcd.io/bbolt: never libp2p or the node, so a database, a bucket
-// server or a job runner can check tokens offline with nothing but the
-// cluster file.
+// go.etcd.io/bbolt and its own subpackages: never libp2p or the node, so a
+// database, a bucket server or a job runner can check tokens offline with
+// nothing but the cluster file.
 //
 // # The S4 rule
 //
@@ -80,6 +80,15 @@
 // Raising the barrier in one store and writing in another, or checking
 // the barrier and writing later, is not fencing: a stale holder can slip
 // in between.
+//
+// # Proof of possession
+//
+// A token is a bearer credential: whoever has its text can present it. A
+// resource that must refuse a leaked token runs its verifier in proof mode
+// ([RequireProof]): then every request must also carry the holder's
+// signature over the request ([Verifier.VerifyRequest], [Fence.AdmitRequest],
+// [Fence.Middleware]). The proof's format, the client side and the bounded
+// replay record are package verifier/pop.
 //
 // # Cancellation and unknown outcomes
 //

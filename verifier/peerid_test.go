@@ -16,15 +16,6 @@ import (
 	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
-// testKey returns a deterministic Ed25519 key.
-func testKey(seed byte) ed25519.PrivateKey {
-	s := make([]byte, ed25519.SeedSize)
-	for i := range s {
-		s[i] = seed + byte(i)
-	}
-	return ed25519.NewKeyFromSeed(s)
-}
-
 // TestHolderKeyMatchesLibp2p compares the decoder with libp2p's own
 // encoding of Ed25519 peer IDs (libp2p is imported by this test only:
 // TestImportGraph checks the library's own dependencies).
@@ -82,7 +73,7 @@ func TestHolderKeyRefusesOtherIDs(t *testing.T) {
 // holderKeyInvalidSeeds are hand-made near misses of an Ed25519 peer ID.
 func holderKeyInvalidSeeds(tb testing.TB) []verifiertest.Seed {
 	tb.Helper()
-	pub := testKey(1).Public().(ed25519.PublicKey)
+	pub := verifiertest.Key(1).Public().(ed25519.PublicKey)
 	valid := verifier.HolderID(pub)
 	enc := func(b ...[]byte) []byte {
 		var all []byte
@@ -149,7 +140,7 @@ func holderKeySeeds(tb testing.TB) []verifiertest.Seed {
 	tb.Helper()
 	var out []verifiertest.Seed
 	for i, k := range []byte{1, 2, 200} {
-		out = append(out, verifiertest.Seed{Name: "valid-ed25519-" + string(rune('a'+i)), Data: []byte(verifier.HolderID(testKey(k).Public().(ed25519.PublicKey)))})
+		out = append(out, verifiertest.Seed{Name: "valid-ed25519-" + string(rune('a'+i)), Data: []byte(verifier.HolderID(verifiertest.Key(k).Public().(ed25519.PublicKey)))})
 	}
 	zero := verifier.HolderID(make(ed25519.PublicKey, ed25519.PublicKeySize))
 	out = append(out, verifiertest.Seed{Name: "valid-zero-key", Data: []byte(zero)})

@@ -15,6 +15,7 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 	"github.com/palisade-dev/palisade/verifier/pop"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // TestProofFloodCannotLockOutHolder measures the bounds of the replay
@@ -54,7 +55,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 
 	// An ex-holder's stale token (epoch 3), with valid proofs from its own
 	// key: refused as stale, and none of its nonces is recorded.
-	exKey := testKey(2)
+	exKey := verifiertest.Key(2)
 	staleTok := p.fx.Token(t, "orders-db", 3, holderOf(exKey))
 	for i := range flood {
 		err := admit(staleTok, exKey)
@@ -68,7 +69,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 
 	// A holder of another resource's current token: admitted up to its
 	// quota, then refused, its own requests only.
-	curKey := testKey(3)
+	curKey := verifiertest.Key(3)
 	curTok := p.fx.Token(t, "other-db", 1, holderOf(curKey))
 	admitted := 0
 	for range flood {
@@ -94,7 +95,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	// Many holders at once can fill the record, never beyond its cap or a
 	// holder beyond its quota.
 	for i := range 2 * maxNonces / quota {
-		key := testKey(byte(10 + i))
+		key := verifiertest.Key(byte(10 + i))
 		tok := p.fx.Token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
 		for range 2 * quota {
 			if err := admit(tok, key); err != nil {

@@ -3,7 +3,6 @@ package verifier_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -22,28 +21,6 @@ import (
 	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
-// testClock is an injectable clock.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // popFixture is a holder with an Ed25519 identity, its token for
 // orders-db, and a verifier in proof mode on a test clock.
 type popFixture struct {
@@ -51,14 +28,14 @@ type popFixture struct {
 	key    ed25519.PrivateKey
 	holder string
 	tok    protocol.Token
-	clock  *testClock
+	clock  *verifiertest.Clock
 	v      *verifier.Verifier
 	nonce  uint64
 }
 
 func newPopFixture(t testing.TB, cfg pop.Config) *popFixture {
 	t.Helper()
-	p := &popFixture{fx: mainFixture(), key: testKey(1), clock: newTestClock()}
+	p := &popFixture{fx: mainFixture(), key: verifiertest.Key(1), clock: verifiertest.NewClock()}
 	p.holder = verifier.HolderID(p.key.Public().(ed25519.PublicKey))
 	p.tok = p.fx.Token(t, "orders-db", 5, p.holder)
 	cfg.Now = p.clock.Now
@@ -70,10 +47,7 @@ func newPopFixture(t testing.TB, cfg pop.Config) *popFixture {
 // fresh counter nonce.
 func (p *popFixture) prove(tok protocol.Token, req pop.Request, key ed25519.PrivateKey, skew time.Duration) pop.Proof {
 	p.nonce++
-	pr := pop.Proof{UnixMilli: p.clock.Now().Add(skew).UnixMilli()}
-	binary.BigEndian.PutUint64(pr.Nonce[8:], p.nonce)
-	copy(pr.Signature[:], ed25519.Sign(key, pop.SignedBytes(tok, req, pr.UnixMilli, pr.Nonce)))
-	return pr
+	return verifiertest.Prove(tok, req, key, p.clock.Now().Add(skew), p.nonce)
 }
 
 func (p *popFixture) signer(key ed25519.PrivateKey) func([]byte) ([]byte, error) {
@@ -82,7 +56,7 @@ func (p *popFixture) signer(key ed25519.PrivateKey) func([]byte) ([]byte, error)
 
 func TestVerifyRequest(t *testing.T) {
 	p := newPopFixture(t, pop.Config{})
-	attacker := testKey(99)
+	attacker := verifiertest.Key(99)
 	req := pop.NewRequest(http.MethodPut, "/orders-db/rows/7?if=none", []byte("value"))
 	other := p.fx.Token(t, "orders-db", 6, p.holder)
 	thiefTok := p.fx.Token(t, "orders-db", 5, "client-a") // holder not a peer ID
@@ -153,7 +127,7 @@ func TestReplayRecord(t *testing.T) {
 
 	// Garbage does not take room.
 	for i := 0; i < 5; i++ {
-		require.ErrorIs(t, check(p.prove(p.tok, req, testKey(99), 0)), pop.ErrBadProof)
+		require.ErrorIs(t, check(p.prove(p.tok, req, verifiertest.Key(99), 0)), pop.ErrBadProof)
 	}
 	first := p.prove(p.tok, req, p.key, 0)
 	require.NoError(t, check(first))
@@ -232,7 +206,7 @@ func TestMiddlewareProof(t *testing.T) {
 
 	tmpl := signed(http.MethodPut, "/orders-db?x=1", "a", p.tok, p.key)
 	for name, r := range map[string]*http.Request{
-		"attacker's key": signed(http.MethodPut, "/orders-db", "b", p.tok, testKey(99)),
+		"attacker's key": signed(http.MethodPut, "/orders-db", "b", p.tok, verifiertest.Key(99)),
 		"method changed": resend(tmpl, http.MethodDelete, "/orders-db?x=1", "a"),
 		"path changed":   resend(tmpl, http.MethodPut, "/orders-dc?x=1", "a"),
 		"query changed":  resend(tmpl, http.MethodPut, "/orders-db?x=2", "a"),
@@ -261,7 +235,7 @@ func TestMiddlewareProof(t *testing.T) {
 	require.Contains(t, msg, "time window")
 
 	plain := p.fx.Token(t, "orders-db", 7, "client-a")
-	code, msg = serve(h, signed(http.MethodPut, "/orders-db", "d", plain, testKey(3)))
+	code, msg = serve(h, signed(http.MethodPut, "/orders-db", "d", plain, verifiertest.Key(3)))
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "not an Ed25519 peer ID")
 
@@ -348,7 +322,7 @@ func TestProofEndToEnd(t *testing.T) {
 	code, msg = send(leaked)
 	require.Equal(t, http.StatusUnauthorized, code, msg)
 	leaked = newReq(http.MethodPut, "/api/rows/7", "evil")
-	require.NoError(t, pop.SignRequest(leaked, p.tok, p.signer(testKey(99)), p.clock.Now()))
+	require.NoError(t, pop.SignRequest(leaked, p.tok, p.signer(verifiertest.Key(99)), p.clock.Now()))
 	code, msg = send(leaked)
 	require.Equal(t, http.StatusUnauthorized, code, msg)
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,45 +21,18 @@ import (
 	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
-// testKey returns a deterministic Ed25519 key.
-func testKey(seed byte) ed25519.PrivateKey {
-	s := make([]byte, ed25519.SeedSize)
-	for i := range s {
-		s[i] = seed + byte(i)
-	}
-	return ed25519.NewKeyFromSeed(s)
-}
-
-// testClock is an injectable clock.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixture is a holder with an Ed25519 identity and its token for
 // orders-db, on a test clock.
 type fixture struct {
 	key   ed25519.PrivateKey
 	tok   protocol.Token
-	clock *testClock
+	clock *verifiertest.Clock
 	nonce uint64
 }
 
 func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
-	p := &fixture{key: testKey(1), clock: &testClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+	p := &fixture{key: verifiertest.Key(1), clock: verifiertest.NewClock()}
 	holder := verifier.HolderID(p.key.Public().(ed25519.PublicKey))
 	p.tok = verifiertest.NewDealer("palisade-test", 1).Token(tb, "orders-db", 5, holder)
 	return p
@@ -70,10 +42,7 @@ func newFixture(tb testing.TB) *fixture {
 // fresh counter nonce.
 func (p *fixture) prove(tok protocol.Token, req pop.Request, key ed25519.PrivateKey, skew time.Duration) pop.Proof {
 	p.nonce++
-	pr := pop.Proof{UnixMilli: p.clock.Now().Add(skew).UnixMilli()}
-	binary.BigEndian.PutUint64(pr.Nonce[8:], p.nonce)
-	copy(pr.Signature[:], ed25519.Sign(key, pop.SignedBytes(tok, req, pr.UnixMilli, pr.Nonce)))
-	return pr
+	return verifiertest.Prove(tok, req, key, p.clock.Now().Add(skew), p.nonce)
 }
 
 func TestVerify(t *testing.T) {
@@ -86,7 +55,7 @@ func TestVerify(t *testing.T) {
 	other := p.tok
 	other.Epoch++
 	for name, err := range map[string]error{
-		"another key":    pop.Verify(testKey(2).Public().(ed25519.PublicKey), p.tok, req, pr),
+		"another key":    pop.Verify(verifiertest.Key(2).Public().(ed25519.PublicKey), p.tok, req, pr),
 		"another body":   pop.Verify(pub, p.tok, pop.NewRequest(http.MethodPut, "/orders-db/rows/1", []byte("v2")), pr),
 		"another target": pop.Verify(pub, p.tok, pop.NewRequest(http.MethodPut, "/orders-db/rows/2", []byte("v1")), pr),
 		"another method": pop.Verify(pub, p.tok, pop.NewRequest(http.MethodDelete, "/orders-db/rows/1", []byte("v1")), pr),
@@ -101,7 +70,7 @@ func TestVerify(t *testing.T) {
 // (MaxNonces) refuses rather than forgets, entries leave with the window,
 // and a clock stepping back never lets a forgotten nonce in again.
 func TestReplayQuota(t *testing.T) {
-	clock := &testClock{now: time.UnixMilli(1_000_000)}
+	clock := verifiertest.NewClock()
 	r := pop.NewReplay(pop.Config{MaxNonces: 4, MaxNoncesPerHolder: 2, Window: 10 * time.Second, Now: clock.Now})
 	proof := func(n byte) pop.Proof {
 		return pop.Proof{UnixMilli: clock.Now().UnixMilli(), Nonce: [pop.NonceSize]byte{n}}
