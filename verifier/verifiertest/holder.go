@@ -30,9 +30,6 @@ func Prove(tok protocol.Token, req pop.Request, key ed25519.PrivateKey, at time.
 	return pr
 }
 
-// ClockStart is the time a NewClock starts at.
-var ClockStart = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
 // Clock is a settable clock for a verifier's proof window (pop.Config.Now).
 // It is safe for concurrent use.
 type Clock struct {
@@ -40,8 +37,8 @@ type Clock struct {
 	now time.Time
 }
 
-// NewClock returns a clock at ClockStart.
-func NewClock() *Clock { return &Clock{now: ClockStart} }
+// NewClock returns a clock at 2026-11-21 12:00 UTC.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

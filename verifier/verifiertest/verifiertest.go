@@ -1,5 +1,7 @@
 // Package verifiertest makes a Palisade cluster with a trusted dealer and
-// issues its tokens without any node, for tests and examples only.
+// issues its tokens without any node, for tests and examples only. It also
+// gives tests deterministic holder keys and proofs of possession, a
+// settable clock, and a check for fuzz seed corpora.
 //
 // A dealer knows every share of the group key, so it can sign any token:
 // exactly what a real cluster must never allow (S2 unforgeability rests on no
