@@ -69,12 +69,12 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     for another resource (VerifyFor; an empty resource matches no token);
 //   - in proof mode (RequireProof), also reads the holder's proof from the
 //     pop.HeaderProof header and applies Verifier.VerifyRequest to the
-//     request's method, raw target and body; it answers 401 with the reason if the
-//     proof is missing, malformed, from another key, for another request
-//     or token, outside the time window or replayed, 409 (as below) if
-//     the token is stale, before the proof's nonce is recorded, and 503
-//     with Retry-After if the holder's quota in the replay record or the
-//     record itself is full;
+//     request's method, raw target and body; it answers 401 with the
+//     reason if the proof is missing, malformed, from another key, for
+//     another request or token, outside the time window or replayed, 409
+//     (as below) if the token is stale, before the proof's nonce is
+//     recorded, and 503 with Retry-After if the holder's quota in the
+//     replay record or the record itself is full;
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
@@ -221,9 +221,10 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 		unauthorized(w, reason(err))
 		return Admission{}, false
 	}
+	adm := admitted(&tok)
 	// A stale token is refused before its nonce takes room in the replay
 	// record; Guard checks the barrier again in the transaction.
-	if err := f.refuseStale(r.Context(), admitted(&tok)); err != nil {
+	if err := f.refuseStale(r.Context(), adm); err != nil {
 		var stale *StaleError
 		if errors.As(err, &stale) {
 			staleResponse(w, stale)
@@ -242,7 +243,7 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 		unauthorized(w, reason(err))
 		return Admission{}, false
 	}
-	return admitted(&tok), true
+	return adm, true
 }
 
 // requestTarget is the request target the client signed: the raw one from
