@@ -9,7 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/protocol"
-	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // SignRequest attaches tok and the holder's proof of possession to req, for
@@ -17,9 +17,9 @@ import (
 // must be the holder's identity, the key whose peer ID tok names. It buffers
 // and restores the body, signs the method, the target
 // (req.URL.RequestURI()), a digest of the body and of the token, now and a
-// random nonce (verifier.ProofBytes), and sets the verifier.HeaderToken and
-// verifier.HeaderProof headers. Each proof is good for one request within
-// the verifier's time window: sign again before a retry.
+// random nonce (pop.SignedBytes), and sets the pop.HeaderToken and
+// pop.HeaderProof headers. Each proof is good for one request within the
+// verifier's time window: sign again before a retry.
 func SignRequest(req *http.Request, tok protocol.Token, id lcrypto.PrivKey, now time.Time) error {
 	if id == nil {
 		return fmt.Errorf("client: sign request: no identity key")
@@ -34,7 +34,7 @@ func SignRequest(req *http.Request, tok protocol.Token, id lcrypto.PrivKey, now 
 	if pid.String() != tok.Holder.ID {
 		return fmt.Errorf("client: sign request: token holder %s is not this identity %s", tok.Holder.ID, pid)
 	}
-	if err := verifier.SignRequest(req, tok, id.Sign, now); err != nil {
+	if err := pop.SignRequest(req, tok, id.Sign, now); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // TestSignRequest sends requests signed with a client's libp2p identity to a
@@ -47,7 +48,7 @@ func TestSignRequest(t *testing.T) {
 	tok := issue(3, pid.String())
 
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	v := verifier.New(cluster, verifier.RequireProof(verifier.ProofConfig{Now: func() time.Time { return now }}))
+	v := verifier.New(cluster, verifier.RequireProof(pop.Config{Now: func() time.Time { return now }}))
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	var bodies []string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // TestProofOfPossession acquires real tokens from a 4-node network and
@@ -28,7 +29,7 @@ func TestProofOfPossession(t *testing.T) {
 
 	store := verifier.NewMemoryStore()
 	defer store.Close()
-	fence := verifier.NewFence(verifier.New(nw.Keys.Cluster, verifier.RequireProof(verifier.ProofConfig{})), store)
+	fence := verifier.NewFence(verifier.New(nw.Keys.Cluster, verifier.RequireProof(pop.Config{})), store)
 	srv := httptest.NewServer(fence.Middleware(func(r *http.Request) string { return "orders-db" },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tx, _ := verifier.TxFromContext(r.Context())
@@ -72,7 +73,7 @@ func TestProofOfPossession(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Error(t, client.SignRequest(put("stolen"), leaked, nw.Keys.Clients[1], time.Now()))
 	forged := put("stolen")
-	require.NoError(t, verifier.SignRequest(forged, leaked, nw.Keys.Clients[1].Sign, time.Now()))
+	require.NoError(t, pop.SignRequest(forged, leaked, nw.Keys.Clients[1].Sign, time.Now()))
 	code, msg = send(forged)
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "bad proof")

@@ -65,16 +65,17 @@ type guardObs struct {
 	err           error
 }
 
-func (s *observedStore) Guard(ctx context.Context, resource string, epoch uint64, write func(tx verifier.Tx) error) error {
+func (s *observedStore) Guard(ctx context.Context, adm verifier.Admission, write func(tx verifier.Tx) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := guardObs{resource: resource, epoch: epoch}
+	resource := adm.Resource()
+	g := guardObs{resource: resource, epoch: adm.Epoch()}
 	var err error
 	g.before, g.hadBefore, err = s.inner.Barrier(ctx, resource)
 	if err != nil {
 		return err
 	}
-	g.err = s.inner.Guard(ctx, resource, epoch, func(tx verifier.Tx) error {
+	g.err = s.inner.Guard(ctx, adm, func(tx verifier.Tx) error {
 		g.ran = true
 		if v, ok, err := tx.Get("k"); err == nil && ok {
 			g.prev = string(v)

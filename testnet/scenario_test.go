@@ -336,7 +336,8 @@ func (s *leakyStore) Barrier(_ context.Context, resource string) (uint64, bool, 
 	return b, ok, nil
 }
 
-func (s *leakyStore) Guard(_ context.Context, resource string, epoch uint64, write func(verifier.Tx) error) error {
+func (s *leakyStore) Guard(_ context.Context, adm verifier.Admission, write func(verifier.Tx) error) error {
+	resource := adm.Resource()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.data[resource] == nil {
@@ -347,7 +348,7 @@ func (s *leakyStore) Guard(_ context.Context, resource string, epoch uint64, wri
 			return err
 		}
 	}
-	s.barriers[resource] = epoch
+	s.barriers[resource] = adm.Epoch()
 	return nil
 }
 

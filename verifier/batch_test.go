@@ -14,9 +14,9 @@ func TestVerifyBatch(t *testing.T) {
 	fx := mainFixture()
 	var toks []protocol.Token
 	for epoch := uint64(1); epoch <= 8; epoch++ {
-		toks = append(toks, fx.token(t, "orders-db", epoch, holder(epoch)))
+		toks = append(toks, fx.Token(t, "orders-db", epoch, holder(epoch)))
 	}
-	other := otherFixture().token(t, "orders-db", 1, "client-1")
+	other := otherFixture().Token(t, "orders-db", 1, "client-1")
 	tamper := func(tok protocol.Token, f func(*protocol.Token)) protocol.Token { f(&tok); return tok }
 
 	tests := []struct {
@@ -39,8 +39,8 @@ func TestVerifyBatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fresh := verifier.New(fx.cluster, verifier.WithCacheSize(0))
-			v := verifier.New(fx.cluster)
+			fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
+			v := verifier.New(fx.Cluster)
 			// Twice: the second run is served by the cache the first
 			// filled, and must agree too.
 			for round := 0; round < 2; round++ {
@@ -59,9 +59,9 @@ func TestVerifyBatch(t *testing.T) {
 // refused alone, with the malformed-point cause, and the original accepted.
 func TestVerifyBatchMalleated(t *testing.T) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	for epoch := uint64(1); epoch < 40; epoch++ {
-		tok := fx.token(t, "orders-db", epoch, "client-a")
+		tok := fx.Token(t, "orders-db", epoch, "client-a")
 		mal, ok := malleate(tok)
 		if !ok {
 			continue

@@ -10,14 +10,15 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // BenchmarkVerifyFirst is the first check of a token: one pairing
 // equation (the cache is off, so every iteration pays it).
 func BenchmarkVerifyFirst(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster, verifier.WithCacheSize(0))
-	tok := fx.token(b, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
+	tok := fx.Token(b, "orders-db", 5, "client-a")
 	b.ResetTimer()
 	for b.Loop() {
 		if err := v.Verify(tok); err != nil {
@@ -32,8 +33,8 @@ func BenchmarkVerifyFirst(b *testing.B) {
 // 1 µs/op.
 func BenchmarkVerifyCached(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	tok := fx.token(b, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster)
+	tok := fx.Token(b, "orders-db", 5, "client-a")
 	if err := v.Verify(tok); err != nil {
 		b.Fatal(err)
 	}
@@ -50,10 +51,10 @@ func BenchmarkVerifyCached(b *testing.B) {
 // over many tokens (the cache is sharded).
 func BenchmarkVerifyCachedParallel(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	var toks []protocol.Token
 	for epoch := uint64(1); epoch <= 32; epoch++ {
-		tok := fx.token(b, "orders-db", epoch, holder(epoch))
+		tok := fx.Token(b, "orders-db", epoch, holder(epoch))
 		if err := v.Verify(tok); err != nil {
 			b.Fatal(err)
 		}
@@ -78,8 +79,8 @@ func BenchmarkVerifyCachedParallel(b *testing.B) {
 // point) dominates, the cache answers the signature check.
 func BenchmarkParseAndVerifyCached(b *testing.B) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	text := fx.token(b, "orders-db", 5, "client-a").String()
+	v := verifier.New(fx.Cluster)
+	text := fx.Token(b, "orders-db", 5, "client-a").String()
 	if _, err := v.ParseAndVerify(text); err != nil {
 		b.Fatal(err)
 	}
@@ -97,10 +98,10 @@ func BenchmarkParseAndVerifyCached(b *testing.B) {
 // the time per token.
 func benchBatch(b *testing.B, n int) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	v := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 	toks := make([]protocol.Token, n)
 	for i := range toks {
-		toks[i] = fx.token(b, "orders-db", uint64(i+1), holder(uint64(i+1)))
+		toks[i] = fx.Token(b, "orders-db", uint64(i+1), holder(uint64(i+1)))
 	}
 	b.ResetTimer()
 	for b.Loop() {
@@ -122,9 +123,9 @@ func BenchmarkVerifyBatch100(b *testing.B) { benchBatch(b, 100) }
 // BenchmarkVerifyRequest is a request in proof mode with a cached token:
 // the Ed25519 check of the holder's proof and the replay record.
 func BenchmarkVerifyRequest(b *testing.B) {
-	p := newPopFixture(b, verifier.ProofConfig{MaxNonces: b.N + 1, Window: time.Hour})
-	req := verifier.NewRequest(http.MethodPut, "/orders-db", []byte("value"))
-	proofs := make([]verifier.Proof, b.N)
+	p := newPopFixture(b, pop.Config{MaxNonces: b.N + 1, Window: time.Hour})
+	req := pop.NewRequest(http.MethodPut, "/orders-db", []byte("value"))
+	proofs := make([]pop.Proof, b.N)
 	for i := range proofs {
 		proofs[i] = p.prove(p.tok, req, p.key, 0)
 	}
@@ -134,7 +135,7 @@ func BenchmarkVerifyRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := p.v.VerifyRequest(p.tok, "orders-db", req, proofs[i]); err != nil {
+		if _, err := p.v.VerifyRequest(p.tok, "orders-db", req, proofs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -148,7 +149,7 @@ func benchGuard(b *testing.B, s verifier.BarrierStore) {
 	var epoch uint64
 	for b.Loop() {
 		epoch++
-		err := s.Guard(ctx, "orders-db", epoch, func(tx verifier.Tx) error {
+		err := s.Guard(ctx, admit("orders-db", epoch), func(tx verifier.Tx) error {
 			return tx.Put("row", binary.BigEndian.AppendUint64(nil, epoch))
 		})
 		if err != nil {

@@ -99,8 +99,8 @@ func (s *BoltStore) Barrier(ctx context.Context, resource string) (epoch uint64,
 // A Guard that changes nothing (epoch equal to the barrier and no Put or
 // Delete, as for a read) rolls back instead of committing, which saves the
 // fsync.
-func (s *BoltStore) Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error {
-	return s.update(ctx, resource, epoch, false, func(_ *bbolt.Tx, tx Tx) error {
+func (s *BoltStore) Guard(ctx context.Context, adm Admission, write func(tx Tx) error) error {
+	return s.update(ctx, adm, false, func(_ *bbolt.Tx, tx Tx) error {
 		if write == nil {
 			return nil
 		}
@@ -116,16 +116,20 @@ func (s *BoltStore) Guard(ctx context.Context, resource string, epoch uint64, wr
 // the disk, and Update returns an error wrapping ErrOutcomeUnknown. fn must not touch
 // BoltBarrierBucket or BoltDataBucket except through tx, and must not
 // commit or roll back btx.
-func (s *BoltStore) Update(ctx context.Context, resource string, epoch uint64, fn func(btx *bbolt.Tx, tx Tx) error) error {
-	return s.update(ctx, resource, epoch, true, fn)
+//
+// Like Guard it takes an Admission, so the application's own writes, too,
+// run only for a token that passed verification (Verifier.Admit).
+func (s *BoltStore) Update(ctx context.Context, adm Admission, fn func(btx *bbolt.Tx, tx Tx) error) error {
+	return s.update(ctx, adm, true, fn)
 }
 
 // update runs fn in one bolt transaction. native says fn may have written
 // through btx, so the transaction must commit even if tx stayed clean.
-func (s *BoltStore) update(ctx context.Context, resource string, epoch uint64, native bool, fn func(btx *bbolt.Tx, tx Tx) error) error {
-	if err := checkGuardArgs(ctx, resource); err != nil {
+func (s *BoltStore) update(ctx context.Context, adm Admission, native bool, fn func(btx *bbolt.Tx, tx Tx) error) error {
+	if err := checkGuardArgs(ctx, adm); err != nil {
 		return err
 	}
+	resource, epoch := adm.resource, adm.epoch
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -158,7 +162,8 @@ func (s *BoltStore) update(ctx context.Context, resource string, epoch uint64, n
 }
 
 // guardTx runs the barrier check, fn and the barrier raise in btx, and
-// reports whether btx must commit.
+// reports whether btx must commit. S4: the check (epoch >= barrier) and the
+// raise are in the one bolt transaction that also holds fn's writes.
 func (s *BoltStore) guardTx(btx *bbolt.Tx, resource string, epoch uint64, native bool, fn func(btx *bbolt.Tx, tx Tx) error) (changed bool, err error) {
 	barrier, ok, err := readBarrier(btx, resource)
 	if err != nil {

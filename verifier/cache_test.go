@@ -4,15 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // cacheTestToken is a token whose signature bytes are derived from i; the
@@ -114,24 +113,11 @@ func TestTokenCacheConcurrent(t *testing.T) {
 // TestVerifyFillsCache checks which checks fill the cache: a token that
 // verified, by Verify or VerifyBatch, and nothing that was refused.
 func TestVerifyFillsCache(t *testing.T) {
-	key, shares, err := crypto.Deal(rand.New(rand.NewSource(5)), 4, 3)
-	require.NoError(t, err)
-	c, err := protocol.NewCluster(protocol.NewClusterFile("cache-test", key, nil, nil))
-	require.NoError(t, err)
-	issue := func(epoch uint64) protocol.Token {
-		st := c.Statement("orders-db", epoch, protocol.Holder{ID: "client-a", Session: protocol.SessionID{0xa}})
-		var ps []crypto.PartialSig
-		for _, s := range shares[:3] {
-			p, err := s.Sign(st.SignedBytes())
-			require.NoError(t, err)
-			ps = append(ps, p)
-		}
-		sig, _, err := key.Combine(st.SignedBytes(), ps)
-		require.NoError(t, err)
-		return protocol.Token{Statement: st, Signature: sig}
-	}
+	d := verifiertest.NewDealer("cache-test", 5)
+	c := d.Cluster
+	issue := func(epoch uint64) protocol.Token { return d.Token(t, "orders-db", epoch, "client-a") }
 	v := New(c)
-	a, b, d := issue(1), issue(2), issue(3)
+	a, b, e := issue(1), issue(2), issue(3)
 	forged := a
 	forged.Epoch = 9
 
@@ -140,13 +126,13 @@ func TestVerifyFillsCache(t *testing.T) {
 	require.NoError(t, v.Verify(a))
 	require.Equal(t, 1, v.cache.len())
 
-	errs := v.VerifyBatch([]protocol.Token{a, b, forged, d})
+	errs := v.VerifyBatch([]protocol.Token{a, b, forged, e})
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	require.ErrorIs(t, errs[2], ErrInvalidToken)
 	require.NoError(t, errs[3])
 	require.Equal(t, 3, v.cache.len())
-	for _, tok := range []protocol.Token{a, b, d} {
+	for _, tok := range []protocol.Token{a, b, e} {
 		require.True(t, v.cache.contains(&tok))
 	}
 	require.False(t, v.cache.contains(&forged))

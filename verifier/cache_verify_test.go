@@ -12,12 +12,13 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // sentinels are the errors a refused token wraps exactly one of.
 var sentinels = []error{
 	verifier.ErrMalformedToken, verifier.ErrInvalidToken, verifier.ErrWrongCluster,
-	verifier.ErrWrongResource, verifier.ErrStale, verifier.ErrNoProof,
+	verifier.ErrWrongResource, verifier.ErrStale, pop.ErrNoProof,
 }
 
 // sentinel returns the sentinel err wraps, nil for nil.
@@ -52,13 +53,13 @@ func malleate(tok protocol.Token) (protocol.Token, bool) {
 // one.
 func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	fx := mainFixture()
-	cached := verifier.New(fx.cluster)
-	fresh := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	cached := verifier.New(fx.Cluster)
+	fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 
 	var tok, mal protocol.Token
 	for epoch := uint64(1); ; epoch++ {
 		require.Less(t, epoch, uint64(40), "no signature with x+p below 2^256")
-		tok = fx.token(t, "orders-db", epoch, "client-a")
+		tok = fx.Token(t, "orders-db", epoch, "client-a")
 		var ok bool
 		if mal, ok = malleate(tok); ok {
 			break
@@ -67,7 +68,7 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	require.NoError(t, cached.Verify(tok))
 	require.NoError(t, cached.VerifyFor(tok, "orders-db"))
 
-	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.cluster.Key, nil, nil))
+	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.Cluster.Key, nil, nil))
 	require.NoError(t, err)
 	variants := []struct {
 		name     string
@@ -101,14 +102,14 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(cached, store)
-	newer := fx.token(t, "orders-db", tok.Epoch+1, "client-b")
+	newer := fx.Token(t, "orders-db", tok.Epoch+1, "client-b")
 	require.NoError(t, fence.Admit(context.Background(), newer, "orders-db", func(verifier.Tx) error { return nil }))
 	require.ErrorIs(t, fence.Admit(context.Background(), tok, "orders-db", func(verifier.Tx) error { return nil }), verifier.ErrStale)
 
 	// So does proof mode: a cached token alone admits nothing there.
-	pv := verifier.New(fx.cluster, verifier.RequireProof(verifier.ProofConfig{}))
+	pv := verifier.New(fx.Cluster, verifier.RequireProof(pop.Config{}))
 	require.NoError(t, pv.Verify(tok))
-	require.ErrorIs(t, pv.VerifyFor(tok, "orders-db"), verifier.ErrNoProof)
+	require.ErrorIs(t, pv.VerifyFor(tok, "orders-db"), pop.ErrNoProof)
 }
 
 // TestCacheRandomMix checks seeded random sequences of valid, tampered and
@@ -118,10 +119,10 @@ func TestCacheRandomMix(t *testing.T) {
 	fx := mainFixture()
 	var pool []protocol.Token
 	for epoch := uint64(1); epoch <= 6; epoch++ {
-		pool = append(pool, fx.token(t, "orders-db", epoch, holder(epoch)))
+		pool = append(pool, fx.Token(t, "orders-db", epoch, holder(epoch)))
 	}
-	cached := verifier.New(fx.cluster, verifier.WithCacheSize(3))
-	fresh := verifier.New(fx.cluster, verifier.WithCacheSize(0))
+	cached := verifier.New(fx.Cluster, verifier.WithCacheSize(3))
+	fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 	rng := rand.New(rand.NewSource(7))
 	for i := 0; i < 60; i++ {
 		tok := pool[rng.Intn(len(pool))]

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
 
-	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // The crash test re-executes the test binary as a child process that writes
@@ -51,24 +51,9 @@ func crashBlob(epoch uint64) []byte {
 	return bytes.Repeat(binary.BigEndian.AppendUint64(nil, epoch), crashBlobSize/8)
 }
 
-// crashToken is fixture.token without testing.TB, for use off the test
-// goroutine.
-func crashToken(fx *fixture, epoch uint64) (protocol.Token, error) {
-	st := fx.cluster.Statement(crashResource, epoch, protocol.Holder{ID: holder(epoch), Session: protocol.SessionID{1}})
-	msg := st.SignedBytes()
-	var parts []crypto.PartialSig
-	for _, s := range fx.shares[1:] {
-		p, err := s.Sign(msg)
-		if err != nil {
-			return protocol.Token{}, err
-		}
-		parts = append(parts, p)
-	}
-	sig, bad, err := fx.cluster.Key.Combine(msg, parts)
-	if err == nil && len(bad) > 0 {
-		err = fmt.Errorf("bad partials %v", bad)
-	}
-	return protocol.Token{Statement: st, Signature: sig}, err
+// crashToken issues the token of epoch, off the test goroutine.
+func crashToken(fx *verifiertest.Dealer, epoch uint64) (protocol.Token, error) {
+	return fx.Issue(crashResource, epoch, holder(epoch))
 }
 
 // crashWrite is the guarded write for epoch: three keys in one transaction.
@@ -274,7 +259,7 @@ func TestCrashKillRestart(t *testing.T) {
 	tokensPath := filepath.Join(dir, "tokens.txt")
 
 	fx := mainFixture()
-	require.NoError(t, fx.cluster.File.Save(clusterPath))
+	require.NoError(t, fx.Cluster.File.Save(clusterPath))
 	// Sign the tokens on two goroutines: under -race this takes a while.
 	toks := make([]protocol.Token, crashTokens)
 	errs := make([]error, crashTokens)
@@ -295,7 +280,7 @@ func TestCrashKillRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokensPath, []byte(buf.String()), 0o600))
 	t.Logf("seed %d, %d tokens in %v", crashSeed, crashTokens, time.Since(start).Round(time.Millisecond))
 
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	rng := rand.New(rand.NewSource(crashSeed))
 	var (
 		lastAck   uint64   // highest acknowledged epoch over all children

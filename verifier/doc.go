@@ -1,8 +1,8 @@
 // Package verifier is what a resource embeds to check Palisade fencing
 // tokens. It imports only the standard library, packages protocol and crypto,
-// and go.etcd.io/bbolt: never libp2p or the node, so a database, a bucket
-// server or a job runner can check tokens offline with nothing but the
-// cluster file.
+// go.etcd.io/bbolt and its own subpackages: never libp2p or the node, so a
+// database, a bucket server or a job runner can check tokens offline with
+// nothing but the cluster file.
 //
 // # The S4 rule
 //
@@ -14,6 +14,11 @@
 //  2. the token is for this resource ([Verifier.VerifyFor]);
 //  3. its epoch is not below the resource's barrier, the highest epoch the
 //     resource has admitted ([BarrierStore.Guard]).
+//
+// Steps 1 and 2 yield an [Admission] ([Verifier.Admit]); step 3 takes one.
+// The barrier stores accept nothing else, never a raw epoch, so no guarded
+// write, not even one in the application's own native transaction, can
+// run for a token that was not verified.
 //
 // An epoch above the barrier raises the barrier in the same atomic
 // transaction as the write the token guards: both commit or neither does, and
@@ -62,9 +67,28 @@
 // in one store transaction. A resource that keeps its data elsewhere must
 // make that data and the barrier commit together: keep the barrier in the
 // same database and use the store's native transaction ([BoltStore.Update]
-// for bbolt, [SQLStore.Update] for SQL databases). Raising the barrier in
-// one store and writing in another, or checking the barrier and writing
-// later, is not fencing: a stale holder can slip in between.
+// for bbolt, [SQLStore.Update] for SQL databases), with the Admission that
+// verification returned:
+//
+//	adm, err := v.Admit(tok, "orders-db") // or v.VerifyRequest in proof mode
+//	if err != nil { /* refuse the request */ }
+//	err = store.Update(ctx, adm, func(stx *sql.Tx, _ verifier.Tx) error {
+//		_, err := stx.ExecContext(ctx, "UPDATE orders SET state = ? WHERE id = 42", state)
+//		return err
+//	})
+//
+// Raising the barrier in one store and writing in another, or checking
+// the barrier and writing later, is not fencing: a stale holder can slip
+// in between.
+//
+// # Proof of possession
+//
+// A token is a bearer credential: whoever has its text can present it. A
+// resource that must refuse a leaked token runs its verifier in proof mode
+// ([RequireProof]): then every request must also carry the holder's
+// signature over the request ([Verifier.VerifyRequest], [Fence.AdmitRequest],
+// [Fence.Middleware]). The proof's format, the client side and the bounded
+// replay record are package verifier/pop.
 //
 // # Cancellation and unknown outcomes
 //
@@ -100,6 +124,9 @@
 //     resource without a database ([OpenBoltStore]; fsync on every commit).
 //     "palisade resource" is built on it.
 //   - [NewMemoryStore]: tests only; its barriers do not survive a restart.
+//
+// Tests and examples get a cluster and its tokens from package
+// verifier/verifiertest (a trusted dealer: never outside tests).
 //
 // Every store passes the same conformance suite, package
 // verifier/barriertest: stale epochs refused, equal admitted, higher raise

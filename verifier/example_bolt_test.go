@@ -4,30 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 
-	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // A resource on the embedded bbolt store, with data versions: a holder
 // whose token is fresh but whose data is stale is refused too, and its
 // refused write does not raise the barrier.
 func ExamplePutIfVersion() {
-	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
-	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
+	// A test cluster from a trusted dealer (tests and examples only); a
+	// resource loads a real cluster's file with verifier.Load.
+	dealer := verifiertest.NewDealer("example", 1)
+	cluster := dealer.Cluster
 	issue := func(epoch uint64, holder string) protocol.Token {
-		st := cluster.Statement("orders-db", epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
-		var partials []crypto.PartialSig
-		for _, s := range shares[:3] {
-			p, _ := s.Sign(st.SignedBytes())
-			partials = append(partials, p)
-		}
-		sig, _, _ := key.Combine(st.SignedBytes(), partials)
-		return protocol.Token{Statement: st, Signature: sig}
+		tok, _ := dealer.Issue("orders-db", epoch, holder)
+		return tok
 	}
 
 	dir, _ := os.MkdirTemp("", "palisade-example-*")

@@ -3,28 +3,22 @@ package verifier_test
 import (
 	"fmt"
 	"io"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 
-	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 func ExampleFence_Middleware() {
-	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
-	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
+	// A test cluster from a trusted dealer (tests and examples only); a
+	// resource loads a real cluster's file with verifier.Load.
+	dealer := verifiertest.NewDealer("example", 1)
+	cluster := dealer.Cluster
 	issue := func(epoch uint64, holder string) string {
-		st := cluster.Statement("orders-db", epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
-		var partials []crypto.PartialSig
-		for _, s := range shares[:3] {
-			p, _ := s.Sign(st.SignedBytes())
-			partials = append(partials, p)
-		}
-		sig, _, _ := key.Combine(st.SignedBytes(), partials)
-		return protocol.Token{Statement: st, Signature: sig}.String()
+		tok, _ := dealer.Issue("orders-db", epoch, holder)
+		return tok.String()
 	}
 
 	// The resource: a key-value store whose writes go through the guarded

@@ -5,32 +5,27 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // the application picks the driver
 
-	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // An application keeps its orders in SQLite (PostgreSQL works the same
 // with verifier.PostgreSQL) and fences its own UPDATE: the barrier check,
 // the barrier raise and the UPDATE are one database transaction.
 func ExampleSQLStore_Update() {
-	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
-	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
+	// A test cluster from a trusted dealer (tests and examples only); a
+	// resource loads a real cluster's file with verifier.Load.
+	dealer := verifiertest.NewDealer("example", 1)
+	cluster := dealer.Cluster
 	issue := func(epoch uint64, holder string) protocol.Token {
-		st := cluster.Statement("orders-db", epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
-		var partials []crypto.PartialSig
-		for _, s := range shares[:3] {
-			p, _ := s.Sign(st.SignedBytes())
-			partials = append(partials, p)
-		}
-		sig, _, _ := key.Combine(st.SignedBytes(), partials)
-		return protocol.Token{Statement: st, Signature: sig}
+		tok, _ := dealer.Issue("orders-db", epoch, holder)
+		return tok
 	}
 
 	dir, _ := os.MkdirTemp("", "palisade-example-*")
@@ -50,10 +45,12 @@ func ExampleSQLStore_Update() {
 	defer store.Close()
 	v := verifier.New(cluster)
 	setState := func(tok protocol.Token, state string) error {
-		if err := v.VerifyFor(tok, "orders-db"); err != nil {
+		// Only verification yields the Admission the store needs.
+		adm, err := v.Admit(tok, "orders-db")
+		if err != nil {
 			return err
 		}
-		return store.Update(ctx, "orders-db", tok.Epoch, func(stx *sql.Tx, _ verifier.Tx) error {
+		return store.Update(ctx, adm, func(stx *sql.Tx, _ verifier.Tx) error {
 			_, err := stx.ExecContext(ctx, "UPDATE orders SET state = ? WHERE id = 42", state)
 			return err
 		})

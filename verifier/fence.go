@@ -24,8 +24,8 @@ func NewFence(v *Verifier, s BarrierStore) *Fence {
 	return &Fence{v: v, s: s}
 }
 
-// Admit applies the S4 rule to one request: tok must verify for resource
-// (Verifier.VerifyFor: cheap checks, then the pairing check) and its epoch
+// Admit applies the S4 rule (fencing at the resource) to one request: tok must verify for resource
+// (Verifier.Admit: cheap checks, then the pairing check) and its epoch
 // must not be below the resource's barrier (BarrierStore.Guard); then write
 // runs in the transaction that raises the barrier. The error wraps
 // ErrMalformedToken, ErrWrongCluster, ErrWrongResource, ErrInvalidToken,
@@ -34,8 +34,9 @@ func NewFence(v *Verifier, s BarrierStore) *Fence {
 // error wrapping ErrOutcomeUnknown means the commit was sent but not
 // confirmed: the write may have committed (see BarrierStore.Guard).
 func (f *Fence) Admit(ctx context.Context, tok protocol.Token, resource string, write func(tx Tx) error) error {
-	if err := f.v.VerifyFor(tok, resource); err != nil {
+	adm, err := f.v.Admit(tok, resource)
+	if err != nil {
 		return err
 	}
-	return f.s.Guard(ctx, resource, tok.Epoch, write)
+	return f.s.Guard(ctx, adm, write)
 }

@@ -16,12 +16,12 @@ import (
 func TestS4StaleRejectedEqualAdmittedBarrierSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	path := filepath.Join(t.TempDir(), "barriers.db")
 	const res = "orders-db"
 	tok := map[uint64]protocol.Token{}
 	for _, e := range []uint64{4, 5, 6} {
-		tok[e] = fx.token(t, res, e, holder(e))
+		tok[e] = fx.Token(t, res, e, holder(e))
 	}
 
 	open := func() (*verifier.Fence, *verifier.BoltStore) {
@@ -92,7 +92,7 @@ func TestAdmitRefusesBadTokens(t *testing.T) {
 	ctx := context.Background()
 	fx := mainFixture()
 	const res = "orders-db"
-	good := fx.token(t, res, 5, "client-a")
+	good := fx.Token(t, res, 5, "client-a")
 	forged := good
 	forged.Epoch = 9
 	tests := []struct {
@@ -100,15 +100,15 @@ func TestAdmitRefusesBadTokens(t *testing.T) {
 		tok  protocol.Token
 		want error
 	}{
-		{"another resource", fx.token(t, "bucket/photos", 5, "client-a"), verifier.ErrWrongResource},
-		{"another cluster", otherFixture().token(t, res, 5, "client-a"), verifier.ErrWrongCluster},
+		{"another resource", fx.Token(t, "bucket/photos", 5, "client-a"), verifier.ErrWrongResource},
+		{"another cluster", otherFixture().Token(t, res, 5, "client-a"), verifier.ErrWrongCluster},
 		{"forged epoch", forged, verifier.ErrInvalidToken},
-		{"malformed holder", protocol.Token{Statement: fx.cluster.Statement(res, 5, protocol.Holder{ID: "a b", Session: protocol.SessionID{1}})}, verifier.ErrMalformedToken},
+		{"malformed holder", protocol.Token{Statement: fx.Cluster.Statement(res, 5, protocol.Holder{ID: "a b", Session: protocol.SessionID{1}})}, verifier.ErrMalformedToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := verifier.NewMemoryStore()
-			f := verifier.NewFence(verifier.New(fx.cluster), s)
+			f := verifier.NewFence(verifier.New(fx.Cluster), s)
 			ran := false
 			err := f.Admit(ctx, tt.tok, res, func(verifier.Tx) error { ran = true; return nil })
 			require.ErrorIs(t, err, tt.want)

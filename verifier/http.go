@@ -12,13 +12,14 @@ import (
 	"strings"
 
 	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // HTTP header names.
 const (
 	// HeaderToken carries the token's text form (protocol.Token.String) in a
 	// request.
-	HeaderToken = "Palisade-Token"
+	HeaderToken = pop.HeaderToken
 	// HeaderBarrier carries the resource's barrier in a 409 response to a
 	// stale token.
 	HeaderBarrier = "Palisade-Barrier"
@@ -67,13 +68,13 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //     repeated, or the token is malformed, invalid, for another cluster or
 //     for another resource (VerifyFor; an empty resource matches no token);
 //   - in proof mode (RequireProof), also reads the holder's proof from the
-//     HeaderProof header and applies Verifier.VerifyRequest to the request's
-//     method, raw target and body; it answers 401 with the reason if the
-//     proof is missing, malformed, from another key, for another request
-//     or token, outside the time window or replayed, 409 (as below) if
-//     the token is stale, before the proof's nonce is recorded, and 503
-//     with Retry-After if the holder's quota in the replay record or the
-//     record itself is full;
+//     pop.HeaderProof header and applies Verifier.VerifyRequest to the
+//     request's method, raw target and body; it answers 401 with the
+//     reason if the proof is missing, malformed, from another key, for
+//     another request or token, outside the time window or replayed, 409
+//     (as below) if the token is stale, before the proof's nonce is
+//     recorded, and 503 with Retry-After if the holder's quota in the
+//     replay record or the record itself is full;
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
@@ -117,22 +118,21 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 			unauthorized(w, reason(err))
 			return
 		}
-		if f.v.proof.required {
-			if !f.checkRequest(w, r, tok, resource) {
-				return
-			}
+		var (
+			adm Admission
+			ok  bool
+		)
+		if f.v.proofRequired {
+			adm, ok = f.checkRequest(w, r, tok, resource)
 		} else {
-			if err := f.v.VerifyFor(tok, resource); err != nil {
-				unauthorized(w, reason(err))
-				return
-			}
-			if _, err := f.bufferBody(w, r); err != nil {
-				return
-			}
+			adm, ok = f.checkToken(w, r, tok, resource)
+		}
+		if !ok {
+			return
 		}
 		ctx := context.WithValue(r.Context(), tokenKey, tok)
 		rec := newRecorder()
-		err = f.s.Guard(r.Context(), resource, tok.Epoch, func(tx Tx) error {
+		err = f.s.Guard(r.Context(), adm, func(tx Tx) error {
 			next.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, txKey, tx)))
 			if rec.status() >= 400 {
 				return errHandlerFailed
@@ -170,20 +170,35 @@ func unauthorized(w http.ResponseWriter, msg string) {
 	http.Error(w, msg, http.StatusUnauthorized)
 }
 
+// checkToken admits a request outside proof mode (Verifier.Admit), then
+// buffers its body. It answers and returns false if the request is
+// refused.
+func (f *Fence) checkToken(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) (Admission, bool) {
+	adm, err := f.v.Admit(tok, resource)
+	if err != nil {
+		unauthorized(w, reason(err))
+		return Admission{}, false
+	}
+	if _, err := f.bufferBody(w, r); err != nil {
+		return Admission{}, false
+	}
+	return adm, true
+}
+
 // checkRequest applies proof mode to a request (Verifier.VerifyRequest, with
 // the body buffered only once the token is known valid). It answers and
 // returns false if the request is refused.
-func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) bool {
-	vals := r.Header.Values(HeaderProof)
+func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protocol.Token, resource string) (Admission, bool) {
+	vals := r.Header.Values(pop.HeaderProof)
 	if len(vals) == 0 {
-		unauthorized(w, reason(ErrNoProof))
-		return false
+		unauthorized(w, reason(pop.ErrNoProof))
+		return Admission{}, false
 	}
 	if len(vals) > 1 {
-		unauthorized(w, "more than one "+HeaderProof+" header")
-		return false
+		unauthorized(w, "more than one "+pop.HeaderProof+" header")
+		return Admission{}, false
 	}
-	proof, err := ParseProofText(vals[0])
+	proof, err := pop.ParseText(vals[0])
 	var (
 		key    ed25519.PublicKey
 		cached bool
@@ -196,38 +211,39 @@ func (f *Fence) checkRequest(w http.ResponseWriter, r *http.Request, tok protoco
 	}
 	if err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
 	body, err := f.bufferBody(w, r)
 	if err != nil {
-		return false
+		return Admission{}, false
 	}
-	if err := f.v.checkProofSignature(tok, key, NewRequest(r.Method, requestTarget(r), body), proof); err != nil {
+	if err := pop.Verify(key, tok, pop.NewRequest(r.Method, requestTarget(r), body), proof); err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
+	adm := admitted(&tok)
 	// A stale token is refused before its nonce takes room in the replay
 	// record; Guard checks the barrier again in the transaction.
-	if err := f.refuseStale(r.Context(), resource, tok.Epoch); err != nil {
+	if err := f.refuseStale(r.Context(), adm); err != nil {
 		var stale *StaleError
 		if errors.As(err, &stale) {
 			staleResponse(w, stale)
 		} else {
 			http.Error(w, "barrier store failed", http.StatusInternalServerError)
 		}
-		return false
+		return Admission{}, false
 	}
 	err = f.v.recordProof(tok, proof)
-	if errors.Is(err, ErrTooManyProofs) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.proof.window.Seconds()+0.999)))
+	if errors.Is(err, pop.ErrTooManyProofs) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.v.replay.Window().Seconds()+0.999)))
 		http.Error(w, "too many recent proofs of possession", http.StatusServiceUnavailable)
-		return false
+		return Admission{}, false
 	}
 	if err != nil {
 		unauthorized(w, reason(err))
-		return false
+		return Admission{}, false
 	}
-	return true
+	return adm, true
 }
 
 // requestTarget is the request target the client signed: the raw one from
@@ -242,15 +258,15 @@ func requestTarget(r *http.Request) string {
 // reason is the short text for a refused token or proof.
 func reason(err error) string {
 	switch {
-	case errors.Is(err, ErrNoProof):
-		return "missing " + HeaderProof + " header: this resource requires the holder's proof of possession"
+	case errors.Is(err, pop.ErrNoProof):
+		return "missing " + pop.HeaderProof + " header: this resource requires the holder's proof of possession"
 	case errors.Is(err, ErrHolderKey):
 		return "token holder is not an Ed25519 peer ID: no proof of possession possible"
-	case errors.Is(err, ErrBadProof):
+	case errors.Is(err, pop.ErrBadProof):
 		return "bad proof of possession: malformed, or not the holder's signature over this request and token"
-	case errors.Is(err, ErrProofExpired):
+	case errors.Is(err, pop.ErrExpired):
 		return "proof of possession outside the time window (check the client's clock)"
-	case errors.Is(err, ErrReplayed):
+	case errors.Is(err, pop.ErrReplayed):
 		return "replayed proof of possession"
 	case errors.Is(err, ErrMalformedToken):
 		return "malformed token"

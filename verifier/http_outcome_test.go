@@ -18,8 +18,8 @@ import (
 // is unknown.
 type unconfirmedStore struct{ verifier.BarrierStore }
 
-func (s unconfirmedStore) Guard(ctx context.Context, resource string, epoch uint64, write func(verifier.Tx) error) error {
-	if err := s.BarrierStore.Guard(ctx, resource, epoch, write); err != nil {
+func (s unconfirmedStore) Guard(ctx context.Context, adm verifier.Admission, write func(verifier.Tx) error) error {
+	if err := s.BarrierStore.Guard(ctx, adm, write); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: connection lost during commit", verifier.ErrOutcomeUnknown)
@@ -32,9 +32,9 @@ func TestMiddlewareOutcomeUnknown(t *testing.T) {
 	fx := mainFixture()
 	mem := verifier.NewMemoryStore()
 	defer mem.Close()
-	h := verifier.NewFence(verifier.New(fx.cluster), unconfirmedStore{mem}).Middleware(resourceOfPath, kvHandler(t))
+	h := verifier.NewFence(verifier.New(fx.Cluster), unconfirmedStore{mem}).Middleware(resourceOfPath, kvHandler(t))
 	req := httptest.NewRequest(http.MethodPut, "/orders-db", strings.NewReader("v"))
-	req.Header.Set(verifier.HeaderToken, fx.token(t, "orders-db", 1, "c").String())
+	req.Header.Set(verifier.HeaderToken, fx.Token(t, "orders-db", 1, "c").String())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
@@ -54,12 +54,12 @@ func TestMiddlewareClientGoneBeforeCommit(t *testing.T) {
 	ctx, disconnect := context.WithCancel(context.Background())
 	defer disconnect()
 	kv := kvHandler(t)
-	h := verifier.NewFence(verifier.New(fx.cluster), store).Middleware(resourceOfPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := verifier.NewFence(verifier.New(fx.Cluster), store).Middleware(resourceOfPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kv.ServeHTTP(w, r)
 		disconnect()
 	}))
 	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/orders-db", strings.NewReader("v"))
-	req.Header.Set(verifier.HeaderToken, fx.token(t, "orders-db", 1, "c").String())
+	req.Header.Set(verifier.HeaderToken, fx.Token(t, "orders-db", 1, "c").String())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)

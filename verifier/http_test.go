@@ -78,11 +78,11 @@ func testMiddleware(t *testing.T, s verifier.BarrierStore) {
 	defer s.Close()
 	fx := mainFixture()
 	const res = "orders-db"
-	tok := func(e uint64) string { return fx.token(t, res, e, holder(e)).String() }
+	tok := func(e uint64) string { return fx.Token(t, res, e, holder(e)).String() }
 	t4, t5, t6 := tok(4), tok(5), tok(6)
-	forged := fx.token(t, res, 5, holder(5))
+	forged := fx.Token(t, res, 5, holder(5))
 	forged.Epoch = 7 // signature no longer matches
-	fence := verifier.NewFence(verifier.New(fx.cluster), s)
+	fence := verifier.NewFence(verifier.New(fx.Cluster), s)
 	fence.MaxBodyBytes = 64
 	h := fence.Middleware(resourceOfPath, kvHandler(t))
 
@@ -100,8 +100,8 @@ func testMiddleware(t *testing.T, s verifier.BarrierStore) {
 	}{
 		{"missing header", "PUT", nil, "x", "", 401, "missing Palisade-Token header", 0},
 		{"garbage", "PUT", []string{"hello"}, "x", "", 401, "malformed token", 0},
-		{"wrong resource", "PUT", []string{fx.token(t, "bucket/photos", 5, "c").String()}, "x", "", 401, "token for another resource", 0},
-		{"wrong cluster", "PUT", []string{otherFixture().token(t, res, 5, "c").String()}, "x", "", 401, "token for another cluster", 0},
+		{"wrong resource", "PUT", []string{fx.Token(t, "bucket/photos", 5, "c").String()}, "x", "", 401, "token for another resource", 0},
+		{"wrong cluster", "PUT", []string{otherFixture().Token(t, res, 5, "c").String()}, "x", "", 401, "token for another cluster", 0},
 		{"forged epoch", "PUT", []string{forged.String()}, "x", "", 401, "invalid token signature", 0},
 		{"two token headers", "PUT", []string{t5, t5}, "x", "", 401, "more than one", 0},
 		{"read before any write", "GET", []string{t5}, "", "", 404, "no value", 0},
@@ -150,9 +150,9 @@ func TestMiddlewareStoreFailure(t *testing.T) {
 	fx := mainFixture()
 	s := verifier.NewMemoryStore()
 	require.NoError(t, s.Close())
-	h := verifier.NewFence(verifier.New(fx.cluster), s).Middleware(resourceOfPath, kvHandler(t))
+	h := verifier.NewFence(verifier.New(fx.Cluster), s).Middleware(resourceOfPath, kvHandler(t))
 	req := httptest.NewRequest("PUT", "/orders-db", strings.NewReader("v"))
-	req.Header.Set(verifier.HeaderToken, fx.token(t, "orders-db", 1, "c").String())
+	req.Header.Set(verifier.HeaderToken, fx.Token(t, "orders-db", 1, "c").String())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusInternalServerError, rec.Code)

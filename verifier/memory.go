@@ -41,15 +41,18 @@ func (m *MemoryStore) Barrier(ctx context.Context, resource string) (uint64, boo
 }
 
 // Guard implements BarrierStore.
-func (m *MemoryStore) Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error {
-	if err := checkGuardArgs(ctx, resource); err != nil {
+func (m *MemoryStore) Guard(ctx context.Context, adm Admission, write func(tx Tx) error) error {
+	if err := checkGuardArgs(ctx, adm); err != nil {
 		return err
 	}
+	resource, epoch := adm.resource, adm.epoch
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
+	// S4: admit only epoch >= barrier; raise the barrier below, together
+	// with the buffered writes, under the same mutex.
 	barrier, ok := m.barriers[resource]
 	if ok && epoch < barrier {
 		return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}

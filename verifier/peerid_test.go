@@ -3,6 +3,7 @@ package verifier_test
 import (
 	"crypto/ed25519"
 	"errors"
+	"flag"
 	"math/rand"
 	"strings"
 	"testing"
@@ -12,16 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
-
-// testKey returns a deterministic Ed25519 key.
-func testKey(seed byte) ed25519.PrivateKey {
-	s := make([]byte, ed25519.SeedSize)
-	for i := range s {
-		s[i] = seed + byte(i)
-	}
-	return ed25519.NewKeyFromSeed(s)
-}
 
 // TestHolderKeyMatchesLibp2p compares the decoder with libp2p's own
 // encoding of Ed25519 peer IDs (libp2p is imported by this test only:
@@ -61,8 +54,8 @@ func TestHolderKeyRefusesOtherIDs(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, s := range holderKeyInvalidSeeds(t) {
-		_, err := verifier.HolderKey(string(s.data))
-		require.ErrorIs(t, err, verifier.ErrHolderKey, s.name)
+		_, err := verifier.HolderKey(string(s.Data))
+		require.ErrorIs(t, err, verifier.ErrHolderKey, s.Name)
 	}
 	for name, s := range map[string]string{
 		"secp256k1 peer ID":  secpID.String(),
@@ -78,9 +71,9 @@ func TestHolderKeyRefusesOtherIDs(t *testing.T) {
 }
 
 // holderKeyInvalidSeeds are hand-made near misses of an Ed25519 peer ID.
-func holderKeyInvalidSeeds(tb testing.TB) []seed {
+func holderKeyInvalidSeeds(tb testing.TB) []verifiertest.Seed {
 	tb.Helper()
-	pub := testKey(1).Public().(ed25519.PublicKey)
+	pub := verifiertest.Key(1).Public().(ed25519.PublicKey)
 	valid := verifier.HolderID(pub)
 	enc := func(b ...[]byte) []byte {
 		var all []byte
@@ -90,20 +83,20 @@ func holderKeyInvalidSeeds(tb testing.TB) []seed {
 		return []byte(base58(all))
 	}
 	key := []byte(pub)
-	return []seed{
-		{"invalid-empty", nil},
-		{"invalid-one", []byte("1")},
-		{"invalid-alphabet-0", []byte(strings.Replace(valid, valid[5:6], "0", 1))},
-		{"invalid-alphabet-l", []byte(strings.Replace(valid, valid[5:6], "l", 1))},
-		{"invalid-too-long", []byte(valid + valid)},
-		{"invalid-sha256-multihash", enc([]byte{0x12, 0x20}, key)},
-		{"invalid-secp256k1-type", enc([]byte{0x00, 0x25, 0x08, 0x02, 0x12, 0x21, 0x02}, key)},
-		{"invalid-rsa-type", enc([]byte{0x00, 0x24, 0x08, 0x00, 0x12, 0x20}, key)},
-		{"invalid-fields-swapped", enc([]byte{0x00, 0x24, 0x12, 0x20}, key, []byte{0x08, 0x01})},
-		{"invalid-short-key", enc([]byte{0x00, 0x23, 0x08, 0x01, 0x12, 0x1f}, key[:31])},
-		{"invalid-trailing-byte", enc([]byte{0x00, 0x25, 0x08, 0x01, 0x12, 0x20}, key, []byte{0})},
-		{"invalid-length-mismatch", enc([]byte{0x00, 0x25, 0x08, 0x01, 0x12, 0x20}, key)},
-		{"invalid-no-multihash", enc([]byte{0x08, 0x01, 0x12, 0x20}, key)},
+	return []verifiertest.Seed{
+		{Name: "invalid-empty", Data: nil},
+		{Name: "invalid-one", Data: []byte("1")},
+		{Name: "invalid-alphabet-0", Data: []byte(strings.Replace(valid, valid[5:6], "0", 1))},
+		{Name: "invalid-alphabet-l", Data: []byte(strings.Replace(valid, valid[5:6], "l", 1))},
+		{Name: "invalid-too-long", Data: []byte(valid + valid)},
+		{Name: "invalid-sha256-multihash", Data: enc([]byte{0x12, 0x20}, key)},
+		{Name: "invalid-secp256k1-type", Data: enc([]byte{0x00, 0x25, 0x08, 0x02, 0x12, 0x21, 0x02}, key)},
+		{Name: "invalid-rsa-type", Data: enc([]byte{0x00, 0x24, 0x08, 0x00, 0x12, 0x20}, key)},
+		{Name: "invalid-fields-swapped", Data: enc([]byte{0x00, 0x24, 0x12, 0x20}, key, []byte{0x08, 0x01})},
+		{Name: "invalid-short-key", Data: enc([]byte{0x00, 0x23, 0x08, 0x01, 0x12, 0x1f}, key[:31])},
+		{Name: "invalid-trailing-byte", Data: enc([]byte{0x00, 0x25, 0x08, 0x01, 0x12, 0x20}, key, []byte{0})},
+		{Name: "invalid-length-mismatch", Data: enc([]byte{0x00, 0x25, 0x08, 0x01, 0x12, 0x20}, key)},
+		{Name: "invalid-no-multihash", Data: enc([]byte{0x08, 0x01, 0x12, 0x20}, key)},
 	}
 }
 
@@ -143,19 +136,32 @@ func allZero(b []byte) bool {
 }
 
 // holderKeySeeds is the FuzzHolderKey corpus.
-func holderKeySeeds(tb testing.TB) []seed {
+func holderKeySeeds(tb testing.TB) []verifiertest.Seed {
 	tb.Helper()
-	var out []seed
+	var out []verifiertest.Seed
 	for i, k := range []byte{1, 2, 200} {
-		out = append(out, seed{name: "valid-ed25519-" + string(rune('a'+i)), data: []byte(verifier.HolderID(testKey(k).Public().(ed25519.PublicKey)))})
+		out = append(out, verifiertest.Seed{Name: "valid-ed25519-" + string(rune('a'+i)), Data: []byte(verifier.HolderID(verifiertest.Key(k).Public().(ed25519.PublicKey)))})
 	}
 	zero := verifier.HolderID(make(ed25519.PublicKey, ed25519.PublicKeySize))
-	out = append(out, seed{name: "valid-zero-key", data: []byte(zero)})
+	out = append(out, verifiertest.Seed{Name: "valid-zero-key", Data: []byte(zero)})
 	return append(out, holderKeyInvalidSeeds(tb)...)
 }
 
+var writeCorpus = flag.Bool("write-corpus", false, "rewrite the FuzzHolderKey seed corpus under testdata/fuzz")
+
+// TestHolderKeySeedCorpus checks the FuzzHolderKey seeds and that
+// testdata/fuzz holds them; with -write-corpus it writes them:
+//
+//	go test ./verifier -run TestHolderKeySeedCorpus -write-corpus
+func TestHolderKeySeedCorpus(t *testing.T) {
+	verifiertest.CheckCorpus(t, "FuzzHolderKey", holderKeySeeds(t), func(s string) error {
+		_, err := verifier.HolderKey(s)
+		return err
+	}, *writeCorpus)
+}
+
 func FuzzHolderKey(f *testing.F) {
-	addSeeds(f, "FuzzHolderKey")
+	verifiertest.AddSeeds(f, holderKeySeeds(f))
 	f.Fuzz(func(t *testing.T, in string) {
 		key, err := verifier.HolderKey(in)
 		if err != nil {

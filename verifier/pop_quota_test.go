@@ -14,6 +14,8 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // TestProofFloodCannotLockOutHolder measures the bounds of the replay
@@ -27,21 +29,21 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 		quota     = maxNonces / 8 // the default MaxNoncesPerHolder
 		flood     = 2 * maxNonces
 	)
-	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: maxNonces})
+	p := newPopFixture(t, pop.Config{MaxNonces: maxNonces})
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(p.v, store)
 	ctx := context.Background()
-	req := verifier.NewRequest(http.MethodPost, "/orders-db", nil)
+	req := pop.NewRequest(http.MethodPost, "/orders-db", nil)
 	admit := func(tok protocol.Token, key ed25519.PrivateKey) error {
-		r := verifier.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
+		r := pop.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
 		return fence.AdmitRequest(ctx, tok, tok.Resource, r, p.prove(tok, r, key, 0), nil)
 	}
 	holderOf := func(key ed25519.PrivateKey) string { return verifier.HolderID(key.Public().(ed25519.PublicKey)) }
 	h := fence.Middleware(func(r *http.Request) string { return r.URL.Path[1:] }, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	serveSigned := func(tok protocol.Token, key ed25519.PrivateKey) int {
 		r := httptest.NewRequest(http.MethodPost, "/"+tok.Resource, nil)
-		require.NoError(t, verifier.SignRequest(r, tok, p.signer(key), p.clock.Now()))
+		require.NoError(t, pop.SignRequest(r, tok, p.signer(key), p.clock.Now()))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		return rec.Code
@@ -53,8 +55,8 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 
 	// An ex-holder's stale token (epoch 3), with valid proofs from its own
 	// key: refused as stale, and none of its nonces is recorded.
-	exKey := testKey(2)
-	staleTok := p.fx.token(t, "orders-db", 3, holderOf(exKey))
+	exKey := verifiertest.Key(2)
+	staleTok := p.fx.Token(t, "orders-db", 3, holderOf(exKey))
 	for i := range flood {
 		err := admit(staleTok, exKey)
 		require.ErrorIs(t, err, verifier.ErrStale, "stale proof %d", i)
@@ -67,8 +69,8 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 
 	// A holder of another resource's current token: admitted up to its
 	// quota, then refused, its own requests only.
-	curKey := testKey(3)
-	curTok := p.fx.token(t, "other-db", 1, holderOf(curKey))
+	curKey := verifiertest.Key(3)
+	curTok := p.fx.Token(t, "other-db", 1, holderOf(curKey))
 	admitted := 0
 	for range flood {
 		err := admit(curTok, curKey)
@@ -76,7 +78,7 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 			admitted++
 			continue
 		}
-		require.ErrorIs(t, err, verifier.ErrTooManyProofs)
+		require.ErrorIs(t, err, pop.ErrTooManyProofs)
 	}
 	require.Equal(t, quota, admitted, "a holder recorded more than its quota")
 	require.Equal(t, http.StatusServiceUnavailable, serveSigned(curTok, curKey))
@@ -93,11 +95,11 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	// Many holders at once can fill the record, never beyond its cap or a
 	// holder beyond its quota.
 	for i := range 2 * maxNonces / quota {
-		key := testKey(byte(10 + i))
-		tok := p.fx.token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
+		key := verifiertest.Key(byte(10 + i))
+		tok := p.fx.Token(t, fmt.Sprintf("r-%d", i), 1, holderOf(key))
 		for range 2 * quota {
 			if err := admit(tok, key); err != nil {
-				require.ErrorIs(t, err, verifier.ErrTooManyProofs)
+				require.ErrorIs(t, err, pop.ErrTooManyProofs)
 			}
 		}
 	}
@@ -117,9 +119,9 @@ func TestProofFloodCannotLockOutHolder(t *testing.T) {
 	err := error(nil)
 	for i := 0; err == nil; i++ {
 		require.Less(t, i, maxNonces, "no quota")
-		err = p.v.VerifyRequest(p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0))
+		_, err = p.v.VerifyRequest(p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0))
 	}
-	require.True(t, errors.Is(err, verifier.ErrTooManyProofs), "%v", err)
+	require.True(t, errors.Is(err, pop.ErrTooManyProofs), "%v", err)
 	_, most = recorded()
 	require.Equal(t, quota, most)
 }

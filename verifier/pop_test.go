@@ -1,19 +1,13 @@
 package verifier_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,60 +17,37 @@ import (
 
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
-
-// testClock is an injectable clock.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // popFixture is a holder with an Ed25519 identity, its token for
 // orders-db, and a verifier in proof mode on a test clock.
 type popFixture struct {
-	fx     *fixture
+	fx     *verifiertest.Dealer
 	key    ed25519.PrivateKey
 	holder string
 	tok    protocol.Token
-	clock  *testClock
+	clock  *verifiertest.Clock
 	v      *verifier.Verifier
 	nonce  uint64
 }
 
-func newPopFixture(t testing.TB, cfg verifier.ProofConfig) *popFixture {
+func newPopFixture(t testing.TB, cfg pop.Config) *popFixture {
 	t.Helper()
-	p := &popFixture{fx: mainFixture(), key: testKey(1), clock: newTestClock()}
+	p := &popFixture{fx: mainFixture(), key: verifiertest.Key(1), clock: verifiertest.NewClock()}
 	p.holder = verifier.HolderID(p.key.Public().(ed25519.PublicKey))
-	p.tok = p.fx.token(t, "orders-db", 5, p.holder)
+	p.tok = p.fx.Token(t, "orders-db", 5, p.holder)
 	cfg.Now = p.clock.Now
-	p.v = verifier.New(p.fx.cluster, verifier.RequireProof(cfg))
+	p.v = verifier.New(p.fx.Cluster, verifier.RequireProof(cfg))
 	return p
 }
 
 // prove signs req for tok with key at the clock's time plus skew, with a
 // fresh counter nonce.
-func (p *popFixture) prove(tok protocol.Token, req verifier.Request, key ed25519.PrivateKey, skew time.Duration) verifier.Proof {
+func (p *popFixture) prove(tok protocol.Token, req pop.Request, key ed25519.PrivateKey, skew time.Duration) pop.Proof {
 	p.nonce++
-	pr := verifier.Proof{UnixMilli: p.clock.Now().Add(skew).UnixMilli()}
-	binary.BigEndian.PutUint64(pr.Nonce[8:], p.nonce)
-	copy(pr.Signature[:], ed25519.Sign(key, verifier.ProofBytes(tok, req, pr.UnixMilli, pr.Nonce)))
-	return pr
+	return verifiertest.Prove(tok, req, key, p.clock.Now().Add(skew), p.nonce)
 }
 
 func (p *popFixture) signer(key ed25519.PrivateKey) func([]byte) ([]byte, error) {
@@ -84,18 +55,18 @@ func (p *popFixture) signer(key ed25519.PrivateKey) func([]byte) ([]byte, error)
 }
 
 func TestVerifyRequest(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{})
-	attacker := testKey(99)
-	req := verifier.NewRequest(http.MethodPut, "/orders-db/rows/7?if=none", []byte("value"))
-	other := p.fx.token(t, "orders-db", 6, p.holder)
-	thiefTok := p.fx.token(t, "orders-db", 5, "client-a") // holder not a peer ID
+	p := newPopFixture(t, pop.Config{})
+	attacker := verifiertest.Key(99)
+	req := pop.NewRequest(http.MethodPut, "/orders-db/rows/7?if=none", []byte("value"))
+	other := p.fx.Token(t, "orders-db", 6, p.holder)
+	thiefTok := p.fx.Token(t, "orders-db", 5, "client-a") // holder not a peer ID
 
-	change := func(f func(*verifier.Request)) verifier.Request { r := req; f(&r); return r }
+	change := func(f func(*pop.Request)) pop.Request { r := req; f(&r); return r }
 	tests := []struct {
 		name   string
 		tok    protocol.Token // presented
 		signed protocol.Token // signed by the proof
-		req    verifier.Request
+		req    pop.Request
 		key    ed25519.PrivateKey
 		skew   time.Duration
 		want   error
@@ -103,14 +74,14 @@ func TestVerifyRequest(t *testing.T) {
 		{"valid", p.tok, p.tok, req, p.key, 0, nil},
 		{"valid at the window's edges", p.tok, p.tok, req, p.key, 30 * time.Second, nil},
 		{"valid 30s old", p.tok, p.tok, req, p.key, -30 * time.Second, nil},
-		{"leaked token, attacker's key", p.tok, p.tok, req, attacker, 0, verifier.ErrBadProof},
-		{"method changed", p.tok, p.tok, change(func(r *verifier.Request) { r.Method = http.MethodDelete }), p.key, 0, verifier.ErrBadProof},
-		{"path changed", p.tok, p.tok, change(func(r *verifier.Request) { r.Target = "/orders-db/rows/8?if=none" }), p.key, 0, verifier.ErrBadProof},
-		{"query changed", p.tok, p.tok, change(func(r *verifier.Request) { r.Target = "/orders-db/rows/7" }), p.key, 0, verifier.ErrBadProof},
-		{"body changed", p.tok, p.tok, change(func(r *verifier.Request) { r.BodyDigest[0] ^= 1 }), p.key, 0, verifier.ErrBadProof},
-		{"proof for another token", other, p.tok, req, p.key, 0, verifier.ErrBadProof},
-		{"expired", p.tok, p.tok, req, p.key, -31 * time.Second, verifier.ErrProofExpired},
-		{"from the future", p.tok, p.tok, req, p.key, 31 * time.Second, verifier.ErrProofExpired},
+		{"leaked token, attacker's key", p.tok, p.tok, req, attacker, 0, pop.ErrBadProof},
+		{"method changed", p.tok, p.tok, change(func(r *pop.Request) { r.Method = http.MethodDelete }), p.key, 0, pop.ErrBadProof},
+		{"path changed", p.tok, p.tok, change(func(r *pop.Request) { r.Target = "/orders-db/rows/8?if=none" }), p.key, 0, pop.ErrBadProof},
+		{"query changed", p.tok, p.tok, change(func(r *pop.Request) { r.Target = "/orders-db/rows/7" }), p.key, 0, pop.ErrBadProof},
+		{"body changed", p.tok, p.tok, change(func(r *pop.Request) { r.BodyDigest[0] ^= 1 }), p.key, 0, pop.ErrBadProof},
+		{"proof for another token", other, p.tok, req, p.key, 0, pop.ErrBadProof},
+		{"expired", p.tok, p.tok, req, p.key, -31 * time.Second, pop.ErrExpired},
+		{"from the future", p.tok, p.tok, req, p.key, 31 * time.Second, pop.ErrExpired},
 		{"holder is not a peer ID", thiefTok, thiefTok, req, attacker, 0, verifier.ErrHolderKey},
 		{"forged token", func() protocol.Token { x := p.tok; x.Epoch = 50; return x }(), p.tok, req, p.key, 0, verifier.ErrInvalidToken},
 	}
@@ -119,23 +90,24 @@ func TestVerifyRequest(t *testing.T) {
 			// The verifier checks the request it receives, which for the
 			// tampering cases is the original one.
 			proof := p.prove(tt.signed, tt.req, tt.key, tt.skew)
-			err := p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
+			_, err := p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
 			if tt.want == nil {
 				require.NoError(t, err)
 				// The same proof again is a replay.
-				require.ErrorIs(t, p.v.VerifyRequest(tt.tok, "orders-db", req, proof), verifier.ErrReplayed)
+				_, err = p.v.VerifyRequest(tt.tok, "orders-db", req, proof)
+				require.ErrorIs(t, err, pop.ErrReplayed)
 				return
 			}
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
 	// The token alone admits nothing in proof mode.
-	require.ErrorIs(t, p.v.VerifyFor(p.tok, "orders-db"), verifier.ErrNoProof)
+	require.ErrorIs(t, p.v.VerifyFor(p.tok, "orders-db"), pop.ErrNoProof)
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(p.v, store)
 	noop := func(verifier.Tx) error { return nil }
-	require.ErrorIs(t, fence.Admit(context.Background(), p.tok, "orders-db", noop), verifier.ErrNoProof)
+	require.ErrorIs(t, fence.Admit(context.Background(), p.tok, "orders-db", noop), pop.ErrNoProof)
 	require.NoError(t, fence.AdmitRequest(context.Background(), other, "orders-db", req, p.prove(other, req, p.key, 0), noop))
 	require.ErrorIs(t, fence.AdmitRequest(context.Background(), p.tok, "orders-db", req, p.prove(p.tok, req, p.key, 0), noop), verifier.ErrStale)
 	require.ErrorIs(t, fence.AdmitRequest(context.Background(), p.tok, "bucket", req, p.prove(p.tok, req, p.key, 0), noop), verifier.ErrWrongResource)
@@ -146,13 +118,16 @@ func TestVerifyRequest(t *testing.T) {
 // as they leave the window, and stays safe when the clock steps back.
 func TestReplayRecord(t *testing.T) {
 	// One holder: its quota (2 of 4) is what fills.
-	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: 4, MaxNoncesPerHolder: 2, Window: 10 * time.Second})
-	req := verifier.NewRequest(http.MethodPost, "/orders-db", nil)
-	check := func(pr verifier.Proof) error { return p.v.VerifyRequest(p.tok, "orders-db", req, pr) }
+	p := newPopFixture(t, pop.Config{MaxNonces: 4, MaxNoncesPerHolder: 2, Window: 10 * time.Second})
+	req := pop.NewRequest(http.MethodPost, "/orders-db", nil)
+	check := func(pr pop.Proof) error {
+		_, err := p.v.VerifyRequest(p.tok, "orders-db", req, pr)
+		return err
+	}
 
 	// Garbage does not take room.
 	for i := 0; i < 5; i++ {
-		require.ErrorIs(t, check(p.prove(p.tok, req, testKey(99), 0)), verifier.ErrBadProof)
+		require.ErrorIs(t, check(p.prove(p.tok, req, verifiertest.Key(99), 0)), pop.ErrBadProof)
 	}
 	first := p.prove(p.tok, req, p.key, 0)
 	require.NoError(t, check(first))
@@ -160,22 +135,22 @@ func TestReplayRecord(t *testing.T) {
 	second := p.prove(p.tok, req, p.key, 0)
 	require.NoError(t, check(second))
 	// Full: refuse a valid new proof rather than forget a nonce.
-	require.ErrorIs(t, check(p.prove(p.tok, req, p.key, 0)), verifier.ErrTooManyProofs)
-	require.ErrorIs(t, check(first), verifier.ErrReplayed)
+	require.ErrorIs(t, check(p.prove(p.tok, req, p.key, 0)), pop.ErrTooManyProofs)
+	require.ErrorIs(t, check(first), pop.ErrReplayed)
 
 	// first leaves the window: its room is free again, and it stays
 	// refused, as expired.
 	p.clock.Advance(7 * time.Second)
-	require.ErrorIs(t, check(first), verifier.ErrProofExpired)
+	require.ErrorIs(t, check(first), pop.ErrExpired)
 	require.NoError(t, check(p.prove(p.tok, req, p.key, 0)))
-	require.ErrorIs(t, check(second), verifier.ErrReplayed)
+	require.ErrorIs(t, check(second), pop.ErrReplayed)
 
 	// The clock steps back 5 s: first's timestamp is within the window
 	// again, but its nonce was forgotten, so it must still be refused.
 	p.clock.Advance(-5 * time.Second)
 	err := check(first)
 	require.Error(t, err)
-	require.True(t, errors.Is(err, verifier.ErrProofExpired) || errors.Is(err, verifier.ErrReplayed), "%v", err)
+	require.True(t, errors.Is(err, pop.ErrExpired) || errors.Is(err, pop.ErrReplayed), "%v", err)
 }
 
 // serve runs one request through h and returns the status and body.
@@ -186,7 +161,7 @@ func serve(h http.Handler, r *http.Request) (int, string) {
 }
 
 func TestMiddlewareProof(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{})
+	p := newPopFixture(t, pop.Config{})
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(p.v, store)
@@ -204,7 +179,7 @@ func TestMiddlewareProof(t *testing.T) {
 	}
 	signed := func(method, target, body string, tok protocol.Token, key ed25519.PrivateKey) *http.Request {
 		r := newReq(method, target, body)
-		require.NoError(t, verifier.SignRequest(r, tok, p.signer(key), p.clock.Now()))
+		require.NoError(t, pop.SignRequest(r, tok, p.signer(key), p.clock.Now()))
 		return r
 	}
 	// resend copies a signed request's headers onto another request.
@@ -227,18 +202,18 @@ func TestMiddlewareProof(t *testing.T) {
 	tokenOnly.Header.Set(verifier.HeaderToken, p.tok.String())
 	code, msg = serve(h, tokenOnly)
 	require.Equal(t, http.StatusUnauthorized, code)
-	require.Contains(t, msg, "missing "+verifier.HeaderProof)
+	require.Contains(t, msg, "missing "+pop.HeaderProof)
 
 	tmpl := signed(http.MethodPut, "/orders-db?x=1", "a", p.tok, p.key)
 	for name, r := range map[string]*http.Request{
-		"attacker's key": signed(http.MethodPut, "/orders-db", "b", p.tok, testKey(99)),
+		"attacker's key": signed(http.MethodPut, "/orders-db", "b", p.tok, verifiertest.Key(99)),
 		"method changed": resend(tmpl, http.MethodDelete, "/orders-db?x=1", "a"),
 		"path changed":   resend(tmpl, http.MethodPut, "/orders-dc?x=1", "a"),
 		"query changed":  resend(tmpl, http.MethodPut, "/orders-db?x=2", "a"),
 		"body changed":   resend(tmpl, http.MethodPut, "/orders-db?x=1", "b"),
 		"malformed proof": func() *http.Request {
 			r := resend(tmpl, http.MethodPut, "/orders-db?x=1", "a")
-			r.Header.Set(verifier.HeaderProof, r.Header.Get(verifier.HeaderProof)[1:])
+			r.Header.Set(pop.HeaderProof, r.Header.Get(pop.HeaderProof)[1:])
 			return r
 		}(),
 	} {
@@ -248,7 +223,7 @@ func TestMiddlewareProof(t *testing.T) {
 	}
 
 	twice := resend(tmpl, http.MethodPut, "/orders-db?x=1", "a")
-	twice.Header.Add(verifier.HeaderProof, twice.Header.Get(verifier.HeaderProof))
+	twice.Header.Add(pop.HeaderProof, twice.Header.Get(pop.HeaderProof))
 	code, msg = serve(h, twice)
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "more than one")
@@ -259,13 +234,13 @@ func TestMiddlewareProof(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "time window")
 
-	plain := p.fx.token(t, "orders-db", 7, "client-a")
-	code, msg = serve(h, signed(http.MethodPut, "/orders-db", "d", plain, testKey(3)))
+	plain := p.fx.Token(t, "orders-db", 7, "client-a")
+	code, msg = serve(h, signed(http.MethodPut, "/orders-db", "d", plain, verifiertest.Key(3)))
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, msg, "not an Ed25519 peer ID")
 
 	// Nothing refused was written.
-	err := store.Guard(context.Background(), "orders-db", p.tok.Epoch, func(tx verifier.Tx) error {
+	err := store.Guard(context.Background(), admit("orders-db", p.tok.Epoch), func(tx verifier.Tx) error {
 		v, ok, err := tx.Get("value")
 		require.True(t, ok)
 		require.Equal(t, "a", string(v))
@@ -275,14 +250,14 @@ func TestMiddlewareProof(t *testing.T) {
 }
 
 func TestMiddlewareProofFull(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{MaxNonces: 1})
+	p := newPopFixture(t, pop.Config{MaxNonces: 1})
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	h := verifier.NewFence(p.v, store).Middleware(func(*http.Request) string { return "orders-db" },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
 		r := httptest.NewRequest(http.MethodPost, "/orders-db", nil)
-		require.NoError(t, verifier.SignRequest(r, p.tok, p.signer(p.key), p.clock.Now()))
+		require.NoError(t, pop.SignRequest(r, p.tok, p.signer(p.key), p.clock.Now()))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		require.Equal(t, want, rec.Code, "request %d: %s", i, rec.Body)
@@ -295,7 +270,7 @@ func TestMiddlewareProofFull(t *testing.T) {
 // TestProofEndToEnd sends signed requests over a loopback HTTP server,
 // through http.StripPrefix, with bodies that SignRequest must restore.
 func TestProofEndToEnd(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{})
+	p := newPopFixture(t, pop.Config{})
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	fence := verifier.NewFence(p.v, store)
@@ -329,7 +304,7 @@ func TestProofEndToEnd(t *testing.T) {
 	}
 
 	r := newReq(http.MethodPut, "/api/rows/7?mode=a%20b", "hello")
-	require.NoError(t, verifier.SignRequest(r, p.tok, p.signer(p.key), p.clock.Now()))
+	require.NoError(t, pop.SignRequest(r, p.tok, p.signer(p.key), p.clock.Now()))
 	code, msg := send(r)
 	require.Equal(t, http.StatusNoContent, code, msg)
 
@@ -347,191 +322,14 @@ func TestProofEndToEnd(t *testing.T) {
 	code, msg = send(leaked)
 	require.Equal(t, http.StatusUnauthorized, code, msg)
 	leaked = newReq(http.MethodPut, "/api/rows/7", "evil")
-	require.NoError(t, verifier.SignRequest(leaked, p.tok, p.signer(testKey(99)), p.clock.Now()))
+	require.NoError(t, pop.SignRequest(leaked, p.tok, p.signer(verifiertest.Key(99)), p.clock.Now()))
 	code, msg = send(leaked)
 	require.Equal(t, http.StatusUnauthorized, code, msg)
 
 	get := newReq(http.MethodGet, "/api/rows/7", "")
-	require.NoError(t, verifier.SignRequest(get, p.tok, p.signer(p.key), p.clock.Now()))
+	require.NoError(t, pop.SignRequest(get, p.tok, p.signer(p.key), p.clock.Now()))
 	code, msg = send(get)
 	require.Equal(t, http.StatusNoContent, code, msg)
 
 	require.Equal(t, []string{"PUT /rows/7 hello", "GET /rows/7 "}, got)
-}
-
-func TestProofEncoding(t *testing.T) {
-	p := newPopFixture(t, verifier.ProofConfig{})
-	pr := p.prove(p.tok, verifier.NewRequest("GET", "/", nil), p.key, 0)
-	text := pr.String()
-	back, err := verifier.ParseProofText(" " + text + " ")
-	require.NoError(t, err)
-	require.Equal(t, pr, back)
-	bin, err := pr.MarshalBinary()
-	require.NoError(t, err)
-	require.Len(t, bin, verifier.ProofSize)
-	back, err = verifier.ParseProof(bin)
-	require.NoError(t, err)
-	require.Equal(t, pr, back)
-
-	_, err = verifier.Proof{UnixMilli: -1}.MarshalBinary()
-	require.ErrorIs(t, err, verifier.ErrBadProof)
-	require.Equal(t, "invalid", verifier.Proof{UnixMilli: -1}.String())
-
-	// SignRequest refuses a signer that does not give an Ed25519 signature.
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	err = verifier.SignRequest(r, p.tok, func([]byte) ([]byte, error) { return []byte{1}, nil }, p.clock.Now())
-	require.Error(t, err)
-	require.Empty(t, r.Header.Get(verifier.HeaderProof))
-}
-
-// ---- fuzzing and the seed corpus ----
-
-var writePopCorpus = flag.Bool("write-pop-corpus", false, "rewrite the FuzzParseProofText and FuzzHolderKey seed corpus under testdata/fuzz")
-
-// seed is one corpus entry: named "valid-…" if it decodes.
-type seed struct {
-	name string
-	data []byte
-}
-
-func (s seed) valid() bool { return strings.HasPrefix(s.name, "valid-") }
-
-// proofTextSeeds is the FuzzParseProofText corpus, deterministic.
-func proofTextSeeds(tb testing.TB) []seed {
-	tb.Helper()
-	p := newPopFixture(tb, verifier.ProofConfig{})
-	pr := p.prove(p.tok, verifier.NewRequest(http.MethodPut, "/orders-db?x=1", []byte("a")), p.key, 0)
-	text := pr.String()
-	bin, err := pr.MarshalBinary()
-	require.NoError(tb, err)
-	withBin := func(f func(b []byte)) []byte {
-		b := bytes.Clone(bin)
-		f(b)
-		return []byte(base64.RawURLEncoding.EncodeToString(b))
-	}
-	maxTS := withBin(func(b []byte) { binary.BigEndian.PutUint64(b[1:9], 1<<63-1) })
-	// The last character carries 2 padding bits that must be zero.
-	last := strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", text[len(text)-1])
-	dirty := text[:len(text)-1] + string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[last|1])
-	return []seed{
-		{"valid-proof", []byte(text)},
-		{"valid-proof-spaces", []byte(" " + text + "\t")},
-		{"valid-max-timestamp", maxTS},
-		{"valid-zero", withBin(func(b []byte) { clear(b[1:]) })},
-		{"invalid-empty", nil},
-		{"invalid-truncated", []byte(text[:len(text)-1])},
-		{"invalid-trailing", []byte(text + "A")},
-		{"invalid-padded", []byte(text[:len(text)-1] + "=")},
-		{"invalid-std-alphabet", []byte(strings.NewReplacer("-", "+", "_", "/").Replace(text[:len(text)-2]) + "+/")},
-		{"invalid-inner-line-break", []byte(text[:50] + "\n" + text[51:])},
-		{"invalid-padding-bits", []byte(dirty)},
-		{"invalid-version-2", withBin(func(b []byte) { b[0] = 2 })},
-		{"invalid-version-0", withBin(func(b []byte) { b[0] = 0 })},
-		{"invalid-timestamp-over-int64", withBin(func(b []byte) { binary.BigEndian.PutUint64(b[1:9], 1<<63) })},
-		{"invalid-binary-not-text", bin},
-	}
-}
-
-// corpus lists each pop fuzz target's seeds and whether it takes strings.
-func corpus(tb testing.TB) map[string][]seed {
-	return map[string][]seed{
-		"FuzzParseProofText": proofTextSeeds(tb),
-		"FuzzHolderKey":      holderKeySeeds(tb),
-	}
-}
-
-func addSeeds(f *testing.F, target string) {
-	for _, s := range corpus(f)[target] {
-		if s.valid() {
-			f.Add(string(s.data))
-		}
-	}
-}
-
-// TestWritePopSeedCorpus checks that testdata/fuzz holds the current seed
-// corpus of this package's fuzz targets; with -write-pop-corpus it writes
-// it:
-//
-//	go test ./verifier -run TestWritePopSeedCorpus -write-pop-corpus
-//
-// Other files there (inputs found by fuzzing) are left alone.
-func TestWritePopSeedCorpus(t *testing.T) {
-	for target, seeds := range corpus(t) {
-		var valid, invalid int
-		names := map[string]bool{}
-		for _, s := range seeds {
-			require.False(t, names[s.name], "%s: duplicate seed %s", target, s.name)
-			names[s.name] = true
-			if s.valid() {
-				valid++
-			} else {
-				invalid++
-			}
-		}
-		require.Positive(t, valid, target)
-		require.Positive(t, invalid, target)
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *writePopCorpus {
-			require.NoError(t, os.MkdirAll(dir, 0o755))
-		}
-		for _, s := range seeds {
-			path := filepath.Join(dir, s.name)
-			want := fmt.Sprintf("go test fuzz v1\nstring(%q)\n", string(s.data))
-			if *writePopCorpus {
-				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-				continue
-			}
-			got, err := os.ReadFile(path)
-			require.NoError(t, err, "run: go test ./verifier -run TestWritePopSeedCorpus -write-pop-corpus")
-			require.Equal(t, want, string(got), "%s is stale; run: go test ./verifier -run TestWritePopSeedCorpus -write-pop-corpus", path)
-		}
-	}
-}
-
-// TestPopSeedsClassified checks each seed decodes exactly when it is named
-// valid.
-func TestPopSeedsClassified(t *testing.T) {
-	decoders := map[string]func(string) error{
-		"FuzzParseProofText": func(s string) error { _, err := verifier.ParseProofText(s); return err },
-		"FuzzHolderKey":      func(s string) error { _, err := verifier.HolderKey(s); return err },
-	}
-	for target, seeds := range corpus(t) {
-		for _, s := range seeds {
-			err := decoders[target](string(s.data))
-			if s.valid() {
-				require.NoError(t, err, "%s/%s", target, s.name)
-			} else {
-				require.Error(t, err, "%s/%s", target, s.name)
-			}
-		}
-	}
-}
-
-// FuzzParseProofText checks the header decoder: a successful decode
-// re-encodes to the trimmed input; a failed one returns the zero Proof and
-// an error wrapping ErrBadProof; nothing panics.
-func FuzzParseProofText(f *testing.F) {
-	addSeeds(f, "FuzzParseProofText")
-	f.Fuzz(func(t *testing.T, in string) {
-		pr, err := verifier.ParseProofText(in)
-		if err != nil {
-			if pr != (verifier.Proof{}) {
-				t.Fatalf("failed parse returned %+v", pr)
-			}
-			if !errors.Is(err, verifier.ErrBadProof) {
-				t.Fatalf("error %v does not wrap ErrBadProof", err)
-			}
-			return
-		}
-		if out := pr.String(); out != strings.TrimSpace(in) {
-			t.Fatalf("parse then String changed the text:\n in: %q\nout: %q", in, out)
-		}
-		bin, err := pr.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if again, err := verifier.ParseProof(bin); err != nil || again != pr {
-			t.Fatalf("binary round trip: %+v, %v", again, err)
-		}
-	})
 }

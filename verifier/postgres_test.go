@@ -98,7 +98,7 @@ func TestSQLStorePostgres(t *testing.T) {
 		wg.Wait()
 		for _, s := range stores {
 			require.NotNil(t, s.SQLStore, "NewSQLStore failed while others migrated")
-			require.NoError(t, s.Guard(context.Background(), "r", 1, nil))
+			require.NoError(t, s.Guard(context.Background(), admit("r", 1), nil))
 			require.NoError(t, s.Close())
 		}
 	})

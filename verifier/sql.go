@@ -281,8 +281,8 @@ func (s *SQLStore) Barrier(ctx context.Context, resource string) (epoch uint64, 
 }
 
 // Guard implements BarrierStore.
-func (s *SQLStore) Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error {
-	return s.Update(ctx, resource, epoch, func(_ *sql.Tx, tx Tx) error {
+func (s *SQLStore) Guard(ctx context.Context, adm Admission, write func(tx Tx) error) error {
+	return s.Update(ctx, adm, func(_ *sql.Tx, tx Tx) error {
 		if write == nil {
 			return nil
 		}
@@ -302,10 +302,14 @@ func (s *SQLStore) Guard(ctx context.Context, resource string, epoch uint64, wri
 // fn must use stx with the ctx given to Update or one derived from it,
 // must not touch SQLBarrierTable or SQLDataTable except through tx, and
 // must not commit or roll back stx.
-func (s *SQLStore) Update(ctx context.Context, resource string, epoch uint64, fn func(stx *sql.Tx, tx Tx) error) (err error) {
-	if err := checkGuardArgs(ctx, resource); err != nil {
+//
+// Like Guard it takes an Admission, so the application's own statements,
+// too, run only for a token that passed verification (Verifier.Admit).
+func (s *SQLStore) Update(ctx context.Context, adm Admission, fn func(stx *sql.Tx, tx Tx) error) (err error) {
+	if err := checkGuardArgs(ctx, adm); err != nil {
 		return err
 	}
+	resource, epoch := adm.resource, adm.epoch
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -339,6 +343,8 @@ func (s *SQLStore) Update(ctx context.Context, resource string, epoch uint64, fn
 		}
 	}()
 
+	// S4: the conditional upsert admits epoch >= barrier and raises the
+	// barrier in this transaction, locking the row until the commit.
 	res, err := stx.ExecContext(ctx, s.q.raise, []byte(resource), biasEpoch(epoch))
 	if err != nil {
 		return fmt.Errorf("verifier: check barrier of %q at epoch %d: %w", resource, epoch, err)

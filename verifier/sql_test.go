@@ -80,7 +80,7 @@ func testTwoHandles(t *testing.T, a, b verifier.BarrierStore) {
 			defer wg.Done()
 			for j := range perStore {
 				epoch := uint64(j*2 + i) // interleaved epochs: some go stale
-				err := s.Guard(ctx, "shared", epoch, func(tx verifier.Tx) error {
+				err := s.Guard(ctx, admit("shared", epoch), func(tx verifier.Tx) error {
 					v, _, err := tx.Get("n")
 					if err != nil {
 						return err
@@ -103,7 +103,7 @@ func testTwoHandles(t *testing.T, a, b verifier.BarrierStore) {
 		require.NoError(t, err)
 	}
 	var n int
-	require.NoError(t, a.Guard(ctx, "shared", uint64(2*perStore-1), func(tx verifier.Tx) error {
+	require.NoError(t, a.Guard(ctx, admit("shared", uint64(2*perStore-1)), func(tx verifier.Tx) error {
 		v, _, err := tx.Get("n")
 		n = len(v)
 		return err
@@ -149,26 +149,26 @@ func testSQLUpdate(t *testing.T, s *verifier.SQLStore, param string) {
 		return st
 	}
 
-	require.NoError(t, s.Update(ctx, "orders-db", 5, setState("paid", nil)))
+	require.NoError(t, s.Update(ctx, admit("orders-db", 5), setState("paid", nil)))
 	require.Equal(t, "paid", state())
 
 	boom := errors.New("boom")
-	require.ErrorIs(t, s.Update(ctx, "orders-db", 6, setState("refunded", boom)), boom)
+	require.ErrorIs(t, s.Update(ctx, admit("orders-db", 6), setState("refunded", boom)), boom)
 	require.Equal(t, "paid", state(), "the application's row must roll back with the barrier")
 	e, _, err := s.Barrier(ctx, "orders-db")
 	require.NoError(t, err)
 	require.EqualValues(t, 5, e)
 
-	require.ErrorIs(t, s.Update(ctx, "orders-db", 4, setState("late", nil)), verifier.ErrStale)
+	require.ErrorIs(t, s.Update(ctx, admit("orders-db", 4), setState("late", nil)), verifier.ErrStale)
 	require.Equal(t, "paid", state())
 
-	require.NoError(t, s.Update(ctx, "orders-db", 7, setState("shipped", nil)))
+	require.NoError(t, s.Update(ctx, admit("orders-db", 7), setState("shipped", nil)))
 	require.Equal(t, "shipped", state())
 	require.Equal(t, s.DB(), db)
 
 	// Close leaves the caller's database open.
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.Guard(ctx, "orders-db", 8, nil), verifier.ErrClosed)
+	require.ErrorIs(t, s.Guard(ctx, admit("orders-db", 8), nil), verifier.ErrClosed)
 	require.Equal(t, "shipped", state())
 }
 
@@ -178,14 +178,14 @@ func TestSQLStoreInconsistentBarrierFailsClosed(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLite(t, t.TempDir())
 	defer s.Close()
-	require.NoError(t, s.Guard(ctx, "orders-db", 5, nil))
+	require.NoError(t, s.Guard(ctx, admit("orders-db", 5), nil))
 	// A trigger that swallows updates makes the upsert affect no row while
 	// the barrier stays below the epoch.
 	_, err := s.DB().ExecContext(ctx, `CREATE TRIGGER freeze BEFORE UPDATE ON `+verifier.SQLBarrierTable+`
 		BEGIN SELECT RAISE(IGNORE); END`)
 	require.NoError(t, err)
 	ran := false
-	err = s.Guard(ctx, "orders-db", 9, func(verifier.Tx) error { ran = true; return nil })
+	err = s.Guard(ctx, admit("orders-db", 9), func(verifier.Tx) error { ran = true; return nil })
 	require.ErrorContains(t, err, "inconsistent barrier")
 	require.NotErrorIs(t, err, verifier.ErrStale)
 	require.False(t, ran)
@@ -231,7 +231,7 @@ func testCommitTimeout(t *testing.T, s *verifier.SQLStore) {
 	committed := map[string]bool{}
 	for i := range writes {
 		key := fmt.Sprint("k", i)
-		err := s.Guard(ctx, "r", uint64(i+1), func(tx verifier.Tx) error { return tx.Put(key, []byte("v")) })
+		err := s.Guard(ctx, admit("r", uint64(i+1)), func(tx verifier.Tx) error { return tx.Put(key, []byte("v")) })
 		switch {
 		case err == nil:
 			ok++
@@ -250,7 +250,7 @@ func testCommitTimeout(t *testing.T, s *verifier.SQLStore) {
 		require.Zero(t, ok)
 		return
 	}
-	require.NoError(t, s.Guard(ctx, "r", barrier, func(tx verifier.Tx) error {
+	require.NoError(t, s.Guard(ctx, admit("r", barrier), func(tx verifier.Tx) error {
 		for key := range committed {
 			_, present, err := tx.Get(key)
 			require.NoError(t, err)
@@ -297,7 +297,7 @@ func BenchmarkGuardSQL(b *testing.B) {
 		b.ResetTimer()
 		for b.Loop() {
 			epoch++
-			if err := s.Guard(ctx, "orders-db", epoch, func(tx verifier.Tx) error {
+			if err := s.Guard(ctx, admit("orders-db", epoch), func(tx verifier.Tx) error {
 				return tx.Put("k", value)
 			}); err != nil {
 				b.Fatal(err)

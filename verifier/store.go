@@ -31,23 +31,24 @@ type Tx interface {
 
 // BarrierStore keeps each resource's barrier, the highest epoch it has
 // admitted, and runs guarded writes atomically with the barrier check and
-// raise (S4). Implementations are safe for concurrent use, serialise Guard
+// raise (S4 fencing at the resource). Guard takes an Admission, which only
+// verification produces, so no guarded write runs for an unverified token. Implementations are safe for concurrent use, serialise Guard
 // calls on one resource, and pass the conformance suite in package
 // verifier/barriertest.
 type BarrierStore interface {
 	// Barrier returns the resource's barrier; ok is false if the resource has
 	// never admitted a write.
 	Barrier(ctx context.Context, resource string) (epoch uint64, ok bool, err error)
-	// Guard runs write inside one transaction iff epoch >= barrier(resource)
-	// (any epoch is admitted for a resource without a barrier), and raises
-	// the barrier to epoch if epoch is higher, committing the barrier and
-	// write's changes together or neither. If epoch < barrier it returns a
+	// Guard runs write inside one transaction iff adm.Epoch() >=
+	// barrier(adm.Resource()) (any epoch is admitted for a resource without
+	// a barrier), and raises the barrier to the epoch if it is higher, committing the barrier and
+	// write's changes together or neither. If the epoch is below the barrier it returns a
 	// *StaleError (errors.Is ErrStale) without running write. If write
 	// returns an error or panics, nothing changes and Guard returns an error
 	// wrapping write's error (a panic propagates). A nil write only admits
 	// the epoch. write runs at most once. Guard fails without running write
-	// if ctx is already done (wrapping ctx.Err()), if resource is empty, or
-	// with ErrClosed after Close. write must not call the store.
+	// if ctx is already done (wrapping ctx.Err()), for the zero Admission,
+	// or with ErrClosed after Close. write must not call the store.
 	//
 	// ctx can stop a guarded write before its commit, never during it: if
 	// ctx ends before the commit starts, nothing changes and Guard returns
@@ -57,25 +58,27 @@ type BarrierStore interface {
 	// tell whether the commit took effect (a connection lost during the
 	// commit, a commit timeout, a failed fsync), the error wraps
 	// ErrOutcomeUnknown; every other error means nothing changed.
-	Guard(ctx context.Context, resource string, epoch uint64, write func(tx Tx) error) error
+	Guard(ctx context.Context, adm Admission, write func(tx Tx) error) error
 	// Close releases the store. Later calls fail with ErrClosed; a second
 	// Close returns nil.
 	Close() error
 }
 
 var (
-	errEmptyResource = errors.New("verifier: empty resource name")
-	errEmptyKey      = errors.New("verifier: empty key")
-	errTxDone        = errors.New("verifier: transaction used after its write function returned")
+	errNoAdmission = errors.New("verifier: zero Admission: no token was verified")
+	errEmptyKey    = errors.New("verifier: empty key")
+	errTxDone      = errors.New("verifier: transaction used after its write function returned")
 )
 
 // checkGuardArgs runs the checks every store makes before a transaction.
-func checkGuardArgs(ctx context.Context, resource string) error {
+// A verified token always names a resource, so an empty one is the zero
+// Admission.
+func checkGuardArgs(ctx context.Context, adm Admission) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("verifier: guard %q: %w", resource, err)
+		return fmt.Errorf("verifier: guard %q: %w", adm.resource, err)
 	}
-	if resource == "" {
-		return errEmptyResource
+	if adm.resource == "" {
+		return errNoAdmission
 	}
 	return nil
 }

@@ -67,22 +67,22 @@ func TestBoltStoreSharedDB(t *testing.T) {
 		return v
 	}
 
-	require.NoError(t, s.Update(ctx, "orders-db", 5, appWrite("v5", nil)))
+	require.NoError(t, s.Update(ctx, admit("orders-db", 5), appWrite("v5", nil)))
 	require.Equal(t, "v5", appRow())
 
 	boom := errors.New("boom")
-	require.ErrorIs(t, s.Update(ctx, "orders-db", 6, appWrite("v6", boom)), boom)
+	require.ErrorIs(t, s.Update(ctx, admit("orders-db", 6), appWrite("v6", boom)), boom)
 	require.Equal(t, "v5", appRow(), "the application's bucket must roll back with the barrier")
 	e, _, err := s.Barrier(ctx, "orders-db")
 	require.NoError(t, err)
 	require.EqualValues(t, 5, e)
 
-	require.ErrorIs(t, s.Update(ctx, "orders-db", 4, appWrite("v4", nil)), verifier.ErrStale)
+	require.ErrorIs(t, s.Update(ctx, admit("orders-db", 4), appWrite("v4", nil)), verifier.ErrStale)
 	require.Equal(t, "v5", appRow())
 
 	// Close leaves a database the caller owns open.
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.Guard(ctx, "orders-db", 7, nil), verifier.ErrClosed)
+	require.ErrorIs(t, s.Guard(ctx, admit("orders-db", 7), nil), verifier.ErrClosed)
 	require.Equal(t, "v5", appRow())
 }
 
@@ -93,12 +93,12 @@ func TestBoltStoreCorruptBarrierFailsClosed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "barriers.db")
 	s, err := verifier.OpenBoltStore(path)
 	require.NoError(t, err)
-	require.NoError(t, s.Guard(ctx, "orders-db", 5, nil))
+	require.NoError(t, s.Guard(ctx, admit("orders-db", 5), nil))
 	require.NoError(t, s.DB().Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(verifier.BoltBarrierBucket)).Put([]byte("orders-db"), []byte{1, 2, 3})
 	}))
 	ran := false
-	err = s.Guard(ctx, "orders-db", 9, func(verifier.Tx) error { ran = true; return nil })
+	err = s.Guard(ctx, admit("orders-db", 9), func(verifier.Tx) error { ran = true; return nil })
 	require.ErrorContains(t, err, "corrupt barrier")
 	require.False(t, ran)
 	_, _, err = s.Barrier(ctx, "orders-db")

@@ -6,12 +6,13 @@ import (
 
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier/pop"
 )
 
 // Errors callers can branch on. Every error this package returns for a
 // refused token wraps exactly one of the first five or, in proof mode, of
-// ErrNoProof, ErrBadProof, ErrProofExpired, ErrReplayed and
-// ErrTooManyProofs.
+// pop.ErrNoProof, pop.ErrBadProof, pop.ErrExpired, pop.ErrReplayed and
+// pop.ErrTooManyProofs.
 var (
 	// ErrMalformedToken reports a token that does not parse or whose fields
 	// are outside protocol's limits. It wraps protocol's error.
@@ -38,31 +39,9 @@ var (
 	// write that is not idempotent. Every other error from a guarded write
 	// means that nothing changed.
 	ErrOutcomeUnknown = errors.New("verifier: outcome of the guarded write unknown")
-
-	// Proof mode (RequireProof). The HTTP middleware answers 401 for the
-	// first four and for ErrHolderKey, and 503 for ErrTooManyProofs.
-
-	// ErrNoProof reports a request without a holder's proof in proof mode
-	// (also every token given to VerifyFor or Fence.Admit there).
-	ErrNoProof = errors.New("verifier: no proof of possession")
-	// ErrBadProof reports a proof that is malformed or does not verify
-	// under the holder's key for this request and token, or a token whose
-	// holder names no Ed25519 key (then it also wraps ErrHolderKey).
-	ErrBadProof = errors.New("verifier: bad proof of possession")
-	// ErrProofExpired reports a proof whose timestamp is outside the replay
-	// window around the verifier's clock.
-	ErrProofExpired = errors.New("verifier: proof of possession outside the time window")
-	// ErrReplayed reports a proof whose (holder, nonce) was already used
-	// within the window.
-	ErrReplayed = errors.New("verifier: replayed proof of possession")
-	// ErrTooManyProofs reports a full replay record, or a holder that has
-	// used its quota in it (ProofConfig.MaxNoncesPerHolder): the request is
-	// refused rather than an unexpired nonce forgotten. Retry after the
-	// window.
-	ErrTooManyProofs = errors.New("verifier: too many recent proofs of possession")
 	// ErrHolderKey reports a token holder that is not the peer ID of an
 	// Ed25519 key (see HolderKey), so no proof of possession can be checked
-	// for it.
+	// for it. The HTTP middleware answers 401.
 	ErrHolderKey = errors.New("verifier: holder is not an Ed25519 peer ID")
 )
 
@@ -94,11 +73,11 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 // check, and, in proof mode (see RequireProof), the replay record of the
 // holders' request proofs.
 type Verifier struct {
-	cluster protocol.ClusterID
-	key     crypto.PublicKey
-	cache   *tokenCache // nil when disabled
-	proof   proofConfig
-	replay  *replayCache
+	cluster       protocol.ClusterID
+	key           crypto.PublicKey
+	cache         *tokenCache // nil when disabled
+	proofRequired bool
+	replay        *pop.Replay
 }
 
 // Option configures a Verifier.
@@ -106,7 +85,7 @@ type Option func(*options)
 
 type options struct {
 	cacheSize int
-	proof     *ProofConfig
+	proof     *pop.Config
 }
 
 // DefaultCacheSize is the default number of verified tokens a Verifier
@@ -136,8 +115,12 @@ func New(c *protocol.Cluster, opts ...Option) *Verifier {
 	if o.cacheSize > 0 {
 		v.cache = newTokenCache(o.cacheSize)
 	}
-	v.proof = newProofConfig(o.proof)
-	v.replay = newReplayCache(v.proof.maxNonces, v.proof.perHolder) // also for VerifyRequest outside proof mode
+	v.proofRequired = o.proof != nil
+	var pc pop.Config
+	if o.proof != nil {
+		pc = *o.proof
+	}
+	v.replay = pop.NewReplay(pc) // also for VerifyRequest outside proof mode
 	return v
 }
 
@@ -175,20 +158,21 @@ func (v *Verifier) Verify(tok protocol.Token) error {
 //
 // In proof mode (RequireProof) a token alone admits nothing: VerifyFor, and
 // so Fence.Admit, refuse every token that passes the cheap checks with
-// ErrNoProof, before the pairing check. Use VerifyRequest,
+// pop.ErrNoProof, before the pairing check. Use VerifyRequest,
 // Fence.AdmitRequest or Fence.Middleware there.
 func (v *Verifier) VerifyFor(tok protocol.Token, resource string) error {
 	cached, err := v.precheckFor(&tok, resource)
 	if err != nil {
 		return err
 	}
-	if v.proof.required {
-		return fmt.Errorf("%w: resource %q requires a proof of possession from the holder", ErrNoProof, resource)
+	if v.proofRequired {
+		return fmt.Errorf("%w: resource %q requires a proof of possession from the holder", pop.ErrNoProof, resource)
 	}
 	return v.checkSignature(&tok, cached)
 }
 
-// precheckFor is precheck plus the resource.
+// precheckFor is precheck plus the resource (S4: a token is valid only for
+// its own resource).
 func (v *Verifier) precheckFor(tok *protocol.Token, resource string) (cached bool, err error) {
 	cached, err = v.precheck(tok)
 	if err != nil {
@@ -240,7 +224,9 @@ func (v *Verifier) precheck(tok *protocol.Token) (cached bool, err error) {
 }
 
 // checkSignature checks the token's signature with the pairing check,
-// unless precheck found it in the cache, and remembers a success.
+// unless precheck found it in the cache, and remembers a success. S2
+// unforgeability: this is where a resource refuses a token that f nodes
+// (with any clients) signed without a quorum.
 func (v *Verifier) checkSignature(tok *protocol.Token, cached bool) error {
 	if cached {
 		return nil

@@ -21,12 +21,12 @@ var bn256P, _ = new(big.Int).SetString("6500054969564660373279643874235990574282
 
 func TestVerify(t *testing.T) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	good := fx.token(t, "orders-db", 5, "client-a")
-	other := fx.token(t, "orders-db", 6, "client-b")
+	v := verifier.New(fx.Cluster)
+	good := fx.Token(t, "orders-db", 5, "client-a")
+	other := fx.Token(t, "orders-db", 6, "client-b")
 
 	// Same group key, another cluster name: another cluster ID.
-	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.cluster.Key, nil, nil))
+	renamed, err := protocol.NewCluster(protocol.NewClusterFile("renamed", fx.Cluster.Key, nil, nil))
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -47,7 +47,7 @@ func TestVerify(t *testing.T) {
 		{"signature of another statement", func(tok *protocol.Token) { tok.Signature = other.Signature }, verifier.ErrInvalidToken},
 		{"zero signature", func(tok *protocol.Token) { tok.Signature = crypto.Signature{} }, verifier.ErrInvalidToken},
 		{"signed by another key", func(tok *protocol.Token) {
-			tok.Signature = otherFixture().sign(t, tok.Statement)
+			tok.Signature = sign(t, otherFixture(), tok.Statement)
 		}, verifier.ErrInvalidToken},
 		{"cluster ID byte flipped", func(tok *protocol.Token) { tok.Cluster[0] ^= 1 }, verifier.ErrWrongCluster},
 		{"same key, other cluster name", func(tok *protocol.Token) { tok.Cluster = renamed.ID }, verifier.ErrWrongCluster},
@@ -71,8 +71,8 @@ func TestVerify(t *testing.T) {
 // TestVerifyRefusesVersion1Tokens: tokens of format version 1 named no
 // lock session; they are refused with a message that says so.
 func TestVerifyRefusesVersion1Tokens(t *testing.T) {
-	v := verifier.New(mainFixture().cluster)
-	good := mainFixture().token(t, "orders-db", 5, "client-a")
+	v := verifier.New(mainFixture().Cluster)
+	good := mainFixture().Token(t, "orders-db", 5, "client-a")
 	b, err := good.MarshalBinary()
 	require.NoError(t, err)
 	b[0] = 1
@@ -83,9 +83,9 @@ func TestVerifyRefusesVersion1Tokens(t *testing.T) {
 }
 
 func TestVerifyOtherCluster(t *testing.T) {
-	v := verifier.New(mainFixture().cluster)
-	tok := otherFixture().token(t, "orders-db", 5, "client-a")
-	require.NoError(t, verifier.New(otherFixture().cluster).Verify(tok))
+	v := verifier.New(mainFixture().Cluster)
+	tok := otherFixture().Token(t, "orders-db", 5, "client-a")
+	require.NoError(t, verifier.New(otherFixture().Cluster).Verify(tok))
 	require.ErrorIs(t, v.Verify(tok), verifier.ErrWrongCluster)
 	require.ErrorIs(t, v.VerifyFor(tok, "orders-db"), verifier.ErrWrongCluster)
 	_, err := v.ParseAndVerify(tok.String())
@@ -94,8 +94,8 @@ func TestVerifyOtherCluster(t *testing.T) {
 
 func TestVerifyFor(t *testing.T) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	tok := fx.token(t, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster)
+	tok := fx.Token(t, "orders-db", 5, "client-a")
 	tests := []struct {
 		resource string
 		want     error
@@ -125,10 +125,10 @@ func TestVerifyFor(t *testing.T) {
 // non-canonical encoding.
 func TestMalleatedSignatureRefused(t *testing.T) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
+	v := verifier.New(fx.Cluster)
 	limit := new(big.Int).Lsh(big.NewInt(1), 256)
 	for epoch := uint64(1); epoch < 20; epoch++ {
-		tok := fx.token(t, "orders-db", epoch, "client-a")
+		tok := fx.Token(t, "orders-db", epoch, "client-a")
 		x := new(big.Int).SetBytes(tok.Signature[:32])
 		x.Add(x, bn256P)
 		if x.Cmp(limit) >= 0 {
@@ -156,8 +156,8 @@ func TestMalleatedSignatureRefused(t *testing.T) {
 // in turn: no single-byte change may produce a token that verifies.
 func TestTamperedTextRefused(t *testing.T) {
 	fx := mainFixture()
-	v := verifier.New(fx.cluster)
-	tok := fx.token(t, "orders-db", 5, "client-a")
+	v := verifier.New(fx.Cluster)
+	tok := fx.Token(t, "orders-db", 5, "client-a")
 	got, err := v.ParseAndVerify(tok.String())
 	require.NoError(t, err)
 	require.Equal(t, tok, got)
@@ -177,8 +177,8 @@ func TestTamperedTextRefused(t *testing.T) {
 }
 
 func TestParseAndVerifyMalformed(t *testing.T) {
-	v := verifier.New(mainFixture().cluster)
-	good := mainFixture().token(t, "orders-db", 5, "client-a").String()
+	v := verifier.New(mainFixture().Cluster)
+	good := mainFixture().Token(t, "orders-db", 5, "client-a").String()
 	for _, text := range []string{
 		"",
 		"hello",
@@ -202,11 +202,11 @@ func TestLoad(t *testing.T) {
 	fx := mainFixture()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cluster.json")
-	require.NoError(t, fx.cluster.File.Save(path))
+	require.NoError(t, fx.Cluster.File.Save(path))
 	v, err := verifier.Load(path)
 	require.NoError(t, err)
-	require.Equal(t, fx.cluster.ID, v.ClusterID())
-	require.NoError(t, v.Verify(fx.token(t, "orders-db", 5, "client-a")))
+	require.Equal(t, fx.Cluster.ID, v.ClusterID())
+	require.NoError(t, v.Verify(fx.Token(t, "orders-db", 5, "client-a")))
 
 	_, err = verifier.Load(filepath.Join(dir, "missing.json"))
 	require.ErrorIs(t, err, os.ErrNotExist)

@@ -22,9 +22,9 @@ func guardRaw(t testing.TB, raw []byte, fn func(tx verifier.Tx) error) error {
 	defer s.Close()
 	ctx := context.Background()
 	if raw != nil {
-		require.NoError(t, s.Guard(ctx, "r", 1, func(tx verifier.Tx) error { return tx.Put("k", raw) }))
+		require.NoError(t, s.Guard(ctx, admit("r", 1), func(tx verifier.Tx) error { return tx.Put("k", raw) }))
 	}
-	return s.Guard(ctx, "r", 1, fn)
+	return s.Guard(ctx, admit("r", 1), fn)
 }
 
 func TestGetVersionedRefusesForeignValues(t *testing.T) {

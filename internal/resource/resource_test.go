@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math/rand"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,42 +14,30 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// cluster is a dealt 4-node cluster (t = 3) that signs real tokens.
+// cluster is a dealt test cluster that signs real tokens.
 type cluster struct {
-	c      *protocol.Cluster
-	shares []*crypto.Share
+	c *protocol.Cluster
+	d *verifiertest.Dealer
 }
 
-func newCluster(t *testing.T, seed int64, name string) *cluster {
-	key, shares, err := crypto.Deal(rand.New(rand.NewSource(seed)), 4, 3)
-	require.NoError(t, err)
-	c, err := protocol.NewCluster(protocol.NewClusterFile(name, key, nil, nil))
-	require.NoError(t, err)
-	return &cluster{c: c, shares: shares}
+func newCluster(seed int64, name string) *cluster {
+	d := verifiertest.NewDealer(name, seed)
+	return &cluster{c: d.Cluster, d: d}
 }
 
-// token signs (resource, epoch, holder) with three shares: a valid token
-// made outside any node.
+// token is the text form of a valid token for (resource, epoch), made
+// outside any node.
 func (c *cluster) token(t *testing.T, resource string, epoch uint64) string {
 	t.Helper()
-	st := c.c.Statement(resource, epoch, protocol.Holder{ID: "client", Session: protocol.SessionID{1}})
-	var parts []crypto.PartialSig
-	for _, s := range c.shares[1:] {
-		p, err := s.Sign(st.SignedBytes())
-		require.NoError(t, err)
-		parts = append(parts, p)
-	}
-	sig, _, err := c.c.Key.Combine(st.SignedBytes(), parts)
-	require.NoError(t, err)
-	return protocol.Token{Statement: st, Signature: sig}.String()
+	return c.d.Token(t, resource, epoch, "client").String()
 }
 
 // kv is a client of a resource server.
@@ -106,7 +93,7 @@ func barrier(t *testing.T, s verifier.BarrierStore, resource string) uint64 {
 }
 
 func TestKV(t *testing.T) {
-	c := newCluster(t, 1, "palisade-test")
+	c := newCluster(1, "palisade-test")
 	k, store := server(t, c, t.TempDir(), 64)
 	tok5, tok6, tok4 := c.token(t, "orders", 5), c.token(t, "orders", 6), c.token(t, "orders", 4)
 
@@ -116,7 +103,7 @@ func TestKV(t *testing.T) {
 	resp, body = k.do(http.MethodPut, "orders", c.token(t, "invoices", 5), "x")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
 	require.Contains(t, body, "another resource")
-	other := newCluster(t, 2, "other")
+	other := newCluster(2, "other")
 	resp, _ = k.do(http.MethodPut, "orders", other.token(t, "orders", 5), "x")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	resp, _ = k.do(http.MethodGet, "orders", "", "")
@@ -214,7 +201,7 @@ func TestKV(t *testing.T) {
 
 // TestRestartKeepsBarrier: the barrier and the data live in the bolt file.
 func TestRestartKeepsBarrier(t *testing.T) {
-	c := newCluster(t, 1, "palisade-test")
+	c := newCluster(1, "palisade-test")
 	dir := t.TempDir()
 	store, err := verifier.OpenBoltStore(filepath.Join(dir, "resource.db"))
 	require.NoError(t, err)
@@ -245,7 +232,7 @@ func TestRestartKeepsBarrier(t *testing.T) {
 // TestServeShutsDownOnCancel: Serve answers until its context ends, then
 // returns nil with the listener closed.
 func TestServeShutsDownOnCancel(t *testing.T) {
-	c := newCluster(t, 1, "palisade-test")
+	c := newCluster(1, "palisade-test")
 	store := verifier.NewMemoryStore()
 	defer store.Close()
 	srv := resource.New(verifier.NewFence(verifier.New(c.c), store))

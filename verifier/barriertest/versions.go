@@ -21,7 +21,7 @@ import (
 func testEpochRange(t *testing.T, h *harness) {
 	steps := []uint64{0, 1, math.MaxInt64 - 1, math.MaxInt64, 1 << 63, 1<<63 + 1, math.MaxUint64 - 1, math.MaxUint64}
 	for i, epoch := range steps {
-		require.NoError(t, h.s.Guard(h.ctx, "range", epoch, func(tx verifier.Tx) error {
+		require.NoError(t, h.s.Guard(h.ctx, admit("range", epoch), func(tx verifier.Tx) error {
 			return tx.Put("k", []byte(strconv.FormatUint(epoch, 10)))
 		}))
 		got, ok, err := h.s.Barrier(h.ctx, "range")
@@ -32,7 +32,7 @@ func testEpochRange(t *testing.T, h *harness) {
 			if lower == epoch {
 				continue
 			}
-			err := h.s.Guard(h.ctx, "range", lower, func(tx verifier.Tx) error {
+			err := h.s.Guard(h.ctx, admit("range", lower), func(tx verifier.Tx) error {
 				return tx.Put("k", []byte("stale"))
 			})
 			var se *verifier.StaleError
@@ -40,7 +40,7 @@ func testEpochRange(t *testing.T, h *harness) {
 			require.Equal(t, verifier.StaleError{Resource: "range", Epoch: lower, Barrier: epoch}, *se)
 		}
 	}
-	require.NoError(t, h.s.Guard(h.ctx, "range", math.MaxUint64, func(tx verifier.Tx) error {
+	require.NoError(t, h.s.Guard(h.ctx, admit("range", math.MaxUint64), func(tx verifier.Tx) error {
 		v, ok, err := tx.Get("k")
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -51,7 +51,7 @@ func testEpochRange(t *testing.T, h *harness) {
 
 // versionGuard runs fn on resource "r" at epoch and returns Guard's error.
 func (h *harness) versionGuard(epoch uint64, fn func(tx verifier.Tx) error) error {
-	return h.s.Guard(h.ctx, "r", epoch, fn)
+	return h.s.Guard(h.ctx, admit("r", epoch), fn)
 }
 
 // getVersioned reads a versioned key of "r" at epoch.
@@ -304,7 +304,7 @@ func testQueuedBehind(t *testing.T, h *harness) {
 	inHigh, release := make(chan struct{}), make(chan struct{})
 	highDone := make(chan error, 1)
 	go func() {
-		highDone <- h.s.Guard(h.ctx, "r", 10, func(tx verifier.Tx) error {
+		highDone <- h.s.Guard(h.ctx, admit("r", 10), func(tx verifier.Tx) error {
 			close(inHigh)
 			<-release
 			return tx.Put("k", []byte("v10"))
@@ -314,7 +314,7 @@ func testQueuedBehind(t *testing.T, h *harness) {
 	results := make(chan error, lower)
 	for i := range lower {
 		go func() {
-			results <- h.s.Guard(h.ctx, "r", uint64(2+i), func(tx verifier.Tx) error {
+			results <- h.s.Guard(h.ctx, admit("r", uint64(2+i)), func(tx verifier.Tx) error {
 				return tx.Put("k", []byte("low"))
 			})
 		}()

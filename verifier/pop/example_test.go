@@ -1,42 +1,39 @@
-package verifier_test
+package pop_test
 
 import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"time"
 
-	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
+	"github.com/palisade-dev/palisade/verifier/pop"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
-func ExampleRequireProof() {
-	key, shares, _ := crypto.Deal(rand.New(rand.NewSource(1)), 4, 3)
-	cluster, _ := protocol.NewCluster(protocol.NewClusterFile("example", key, nil, nil))
+// A resource in proof mode admits only requests its holder signed: a
+// replayed request, a leaked token alone, or one signed by another key are
+// refused.
+func Example() {
+	// A test cluster from a trusted dealer (tests and examples only); a
+	// resource loads a real cluster's file with verifier.Load.
+	dealer := verifiertest.NewDealer("example", 1)
+	cluster := dealer.Cluster
 
 	// The holder's identity is an Ed25519 key; its libp2p peer ID is the
 	// holder named in the token. (Clients use their libp2p identity and
 	// client.SignRequest.)
 	holderKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	holder := verifier.HolderID(holderKey.Public().(ed25519.PublicKey))
-	st := cluster.Statement("orders-db", 7, protocol.Holder{ID: holder, Session: protocol.SessionID{1}})
-	var partials []crypto.PartialSig
-	for _, s := range shares[:3] {
-		p, _ := s.Sign(st.SignedBytes())
-		partials = append(partials, p)
-	}
-	sig, _, _ := key.Combine(st.SignedBytes(), partials)
-	tok := protocol.Token{Statement: st, Signature: sig}
+	tok, _ := dealer.Issue("orders-db", 7, holder)
 
 	// The resource runs its verifier in proof mode. The clock is fixed
 	// here so the output is stable; leave Now unset in production.
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	v := verifier.New(cluster, verifier.RequireProof(verifier.ProofConfig{
+	v := verifier.New(cluster, verifier.RequireProof(pop.Config{
 		Window: 30 * time.Second,
 		Now:    func() time.Time { return now },
 	}))
@@ -56,7 +53,7 @@ func ExampleRequireProof() {
 
 	// The holder signs each request with its key.
 	req := httptest.NewRequest(http.MethodPut, "/orders-db/rows/1", strings.NewReader("v1"))
-	_ = verifier.SignRequest(req, tok, sign(holderKey), now)
+	_ = pop.SignRequest(req, tok, sign(holderKey), now)
 	send(req)
 
 	// Someone who captured the request sends it again.
@@ -71,7 +68,7 @@ func ExampleRequireProof() {
 	send(leaked)
 	thief := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
 	forged := httptest.NewRequest(http.MethodPut, "/orders-db/rows/1", strings.NewReader("evil"))
-	_ = verifier.SignRequest(forged, tok, sign(thief), now)
+	_ = pop.SignRequest(forged, tok, sign(thief), now)
 	send(forged)
 	// Output:
 	// 200 stored
