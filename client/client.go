@@ -35,7 +35,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -172,7 +172,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := p2p.NewHost(cfg.Identity, nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(cfg.Identity, nil, transport.NewGater(ids...))
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
 	for i, n := range c.File.Nodes {
 		ss[i] = n.PeerID
 	}
-	return p2p.PeerIDs(ss...)
+	return transport.PeerIDs(ss...)
 }
 
 // verifierCacheSize bounds the client's verified-token cache.
@@ -224,7 +224,7 @@ func newClient(cfg Config, h host.Host) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("client: node %d public key: %w", n.Index, err)
 		}
-		if err := p2p.AddPeer(h, id, n.Addrs); err != nil {
+		if err := transport.AddPeer(h, id, n.Addrs); err != nil {
 			return nil, err
 		}
 		c.members = append(c.members, member{index: n.Index, id: id, pub: pub})

@@ -7,7 +7,7 @@ import (
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 )
 
 // Identity is a client's private key (Ed25519). Its peer ID is the holder
@@ -20,14 +20,14 @@ type Identity = lcrypto.PrivKey
 // or SaveIdentity), refusing one that others can read. Its errors are
 // the loader's own (they name the file and wrap the cause, such as
 // fs.ErrNotExist), so the CLI reports them as before.
-func LoadIdentity(path string) (Identity, error) { return p2p.LoadIdentity(path) }
+func LoadIdentity(path string) (Identity, error) { return transport.LoadIdentity(path) }
 
 // GenerateIdentity makes a new Ed25519 client identity. Its holder ID (see
 // HolderID) must be authorised in the cluster file before it can acquire.
-func GenerateIdentity() (Identity, error) { return p2p.GenerateIdentity(rand.Reader) }
+func GenerateIdentity() (Identity, error) { return transport.GenerateIdentity(rand.Reader) }
 
 // SaveIdentity writes k to path with mode 0600.
-func SaveIdentity(path string, k Identity) error { return p2p.SaveIdentity(path, k) }
+func SaveIdentity(path string, k Identity) error { return transport.SaveIdentity(path, k) }
 
 // HolderID is the holder identity (peer ID) tokens of k name.
 func HolderID(k Identity) (string, error) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -23,7 +23,7 @@ import (
 func (c *Client) call(ctx context.Context, m member, proto string, req []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	return p2p.Call(ctx, c.host, m.id, proto, req, protocol.MaxFrameSize)
+	return transport.Call(ctx, c.host, m.id, proto, req, protocol.MaxFrameSize)
 }
 
 // reply is one node's answer in a fan-out.

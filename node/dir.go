@@ -16,7 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -51,10 +51,10 @@ func WriteDir(dir string, cf protocol.ClusterFile, share *crypto.Share, id lcryp
 	if err != nil {
 		return err
 	}
-	if err := p2p.WriteSecret(filepath.Join(dir, ShareFileName), raw); err != nil {
+	if err := transport.WriteSecret(filepath.Join(dir, ShareFileName), raw); err != nil {
 		return err
 	}
-	if err := p2p.SaveIdentity(filepath.Join(dir, IdentityFileName), id); err != nil {
+	if err := transport.SaveIdentity(filepath.Join(dir, IdentityFileName), id); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(NodeFile{Index: share.Index(), Listen: listen}, "", "  ")
@@ -81,7 +81,7 @@ func LoadDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := p2p.ReadSecret(filepath.Join(dir, ShareFileName))
+	raw, err := transport.ReadSecret(filepath.Join(dir, ShareFileName))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func LoadDir(dir string) (*Dir, error) {
 	if err := c.Key.CheckShare(share); err != nil {
 		return nil, fmt.Errorf("node: %s: %w", ShareFileName, err)
 	}
-	id, err := p2p.LoadIdentity(filepath.Join(dir, IdentityFileName))
+	id, err := transport.LoadIdentity(filepath.Join(dir, IdentityFileName))
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func LoadDir(dir string) (*Dir, error) {
 // gater and store it owns.
 type Running struct {
 	*Node
-	gater *p2p.Gater
+	gater *transport.Gater
 	host  host.Host
 	store *BoltStore
 }
@@ -147,7 +147,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	for _, c := range d.Cluster.File.Clients {
 		ids = append(ids, c.PeerID)
 	}
-	allowed, err := p2p.PeerIDs(ids...)
+	allowed, err := transport.PeerIDs(ids...)
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +155,8 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	if err != nil {
 		return nil, err
 	}
-	gater := p2p.NewGater(allowed...) // S6: only the cluster file's members and clients connect
-	h, err := p2p.NewHost(d.Identity, d.Listen, gater)
+	gater := transport.NewGater(allowed...) // S6: only the cluster file's members and clients connect
+	h, err := transport.NewHost(d.Identity, d.Listen, gater)
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -164,7 +164,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	for _, n := range d.Cluster.File.Nodes {
 		id, _ := peer.Decode(n.PeerID)
 		if id != h.ID() {
-			_ = p2p.AddPeer(h, id, n.Addrs)
+			_ = transport.AddPeer(h, id, n.Addrs)
 		}
 	}
 	evPath := filepath.Join(d.Path, EvidenceFileName)

@@ -10,7 +10,7 @@ import (
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/stretchr/testify/require"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -24,7 +24,7 @@ func TestRunningBlockUnblock(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 
 	member := peerOf(t, lc.cluster.File.Nodes[1].PeerID)
-	h, err := p2p.NewHost(lc.ids[1], nil, p2p.NewGater(r.Host().ID()))
+	h, err := transport.NewHost(lc.ids[1], nil, transport.NewGater(r.Host().ID()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	h.Peerstore().AddAddrs(r.Host().ID(), r.Host().Addrs(), time.Hour)

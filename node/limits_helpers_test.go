@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -38,7 +38,7 @@ func newLimitsCluster(t testing.TB) *limitsCluster {
 	lc := &limitsCluster{shares: shares}
 	var nodes []protocol.NodeInfo
 	for i := 0; i < n; i++ {
-		k, err := p2p.GenerateIdentity(rnd)
+		k, err := transport.GenerateIdentity(rnd)
 		require.NoError(t, err)
 		pid, err := peer.IDFromPrivateKey(k)
 		require.NoError(t, err)
@@ -46,7 +46,7 @@ func newLimitsCluster(t testing.TB) *limitsCluster {
 		nodes = append(nodes, protocol.NodeInfo{Index: i + 1, PeerID: pid.String(), Addrs: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 1+i)}})
 	}
 	peerOf := func() peer.ID {
-		k, err := p2p.GenerateIdentity(rnd)
+		k, err := transport.GenerateIdentity(rnd)
 		require.NoError(t, err)
 		pid, err := peer.IDFromPrivateKey(k)
 		require.NoError(t, err)
@@ -66,7 +66,7 @@ func newLimitsCluster(t testing.TB) *limitsCluster {
 // keeps is appended to evidencePath (if set) as Dir.Start does.
 func (lc *limitsCluster) startNode1(t testing.TB, store VoteStore, limits Limits, evidencePath string) *Node {
 	t.Helper()
-	h, err := p2p.NewHost(lc.ids[0], nil, p2p.NewGater())
+	h, err := transport.NewHost(lc.ids[0], nil, transport.NewGater())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	cfg := Config{Cluster: lc.cluster, Share: lc.shares[0], Limits: limits}

@@ -22,7 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -218,7 +218,7 @@ func (e *EraRelayer) colluderHost(nw *Network) (host.Host, error) {
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
 	}
-	h, err := p2p.NewHost(e.colluder, nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(e.colluder, nil, transport.NewGater(ids...))
 	if err != nil {
 		return nil, fmt.Errorf("testnet: era relay: colluder host: %w", err)
 	}
@@ -226,7 +226,7 @@ func (e *EraRelayer) colluderHost(nw *Network) (host.Host, error) {
 		if m.Dir == nil {
 			continue
 		}
-		if err := p2p.AddPeer(h, m.PeerID, m.Dir.Listen); err != nil {
+		if err := transport.AddPeer(h, m.PeerID, m.Dir.Listen); err != nil {
 			_ = h.Close()
 			return nil, fmt.Errorf("testnet: era relay: colluder host: %w", err)
 		}
@@ -292,7 +292,7 @@ func (e *EraRelayer) RelayOnce(ctx context.Context, nw *Network, m *Member, targ
 			}
 			to := nw.Member(ti).PeerID
 			cctx, cancel := context.WithTimeout(ctx, timeout)
-			b, err := p2p.Call(cctx, r.Host(), to, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
+			b, err := transport.Call(cctx, r.Host(), to, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
 			cancel()
 			var ack protocol.Ack
 			if err == nil {
@@ -321,7 +321,7 @@ func (e *EraRelayer) RelayOnce(ctx context.Context, nw *Network, m *Member, targ
 				what = fmt.Sprintf("an Acquire of %q epoch %d with %d new-era votes", tok.Resource, req.Epoch, len(votes))
 			}
 			cctx, cancel = context.WithTimeout(ctx, timeout)
-			b, err = p2p.Call(cctx, ch, to, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
+			b, err = transport.Call(cctx, ch, to, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 			cancel()
 			var ar protocol.AcquireReply
 			if err == nil {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
@@ -686,11 +686,11 @@ func byzRawHost(t *testing.T, nw *Network, ci int) func(ctx context.Context, i i
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
 	}
-	h, err := p2p.NewHost(nw.Keys.Clients[ci], nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(nw.Keys.Clients[ci], nil, transport.NewGater(ids...))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	for _, m := range nw.Members {
-		require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	}
 	return func(ctx context.Context, i int, proto string) (network.Stream, error) {
 		return h.NewStream(ctx, nw.Member(i).PeerID, lp2pproto.ID(proto))
@@ -782,7 +782,7 @@ func TestOversizedReplyFramesFromRogueNode(t *testing.T) {
 	var err error
 	for try := 0; try < 50; try++ {
 		var h host.Host
-		h, err = p2p.NewHost(m.Dir.Identity, m.Dir.Listen, p2p.NewGater(allowed...))
+		h, err = transport.NewHost(m.Dir.Identity, m.Dir.Listen, transport.NewGater(allowed...))
 		if err == nil {
 			frames := badFrames()
 			names := make([]string, 0, len(frames))
@@ -857,12 +857,12 @@ func TestLyingRefusalCannotPinAcquisition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m := nw.Member(3)
-	h, err := p2p.NewHost(nw.Keys.Clients[1], nil, p2p.NewGater(m.PeerID))
+	h, err := transport.NewHost(nw.Keys.Clients[1], nil, transport.NewGater(m.PeerID))
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: 1, Session: directSession(1), TTL: time.Second}
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
+	b, err := transport.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	ar, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/internal/dkg"
 	"github.com/palisade-dev/palisade/internal/dkg/dkgtest"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -82,7 +82,7 @@ func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
 	ids := make([]lcrypto.PrivKey, o.N)
 	list := &dkg.MemberList{Name: o.Name}
 	for i := range ids {
-		if ids[i], err = p2p.GenerateIdentity(rnd); err != nil {
+		if ids[i], err = transport.GenerateIdentity(rnd); err != nil {
 			return nil, err
 		}
 		pid, _ := peer.IDFromPrivateKey(ids[i])
@@ -90,7 +90,7 @@ func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
 	}
 	keys := &Keys{ClusterPath: filepath.Join(dir, node.ClusterFileName)}
 	for i := 0; i < o.Clients; i++ {
-		k, err := p2p.GenerateIdentity(rnd)
+		k, err := transport.GenerateIdentity(rnd)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func Reshare(ctx context.Context, dir string, old *Keys, o DKGOptions) (*Keys, e
 				return nil, fmt.Errorf("testnet: reshare: staying old member %d has no directory", i+1)
 			}
 			ids[i] = oldDirs[i].Identity
-		} else if ids[i], err = p2p.GenerateIdentity(rnd); err != nil {
+		} else if ids[i], err = transport.GenerateIdentity(rnd); err != nil {
 			return nil, err
 		}
 		pid, _ := peer.IDFromPrivateKey(ids[i])
@@ -310,7 +310,7 @@ func finish(dir string, keys *Keys, runs []memberRun, members []dkg.Member) (*Ke
 	if len(keys.Clients) > 0 {
 		p := filepath.Join(dir, ClientKeyFileName)
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			if err := p2p.SaveIdentity(p, keys.Clients[0]); err != nil {
+			if err := transport.SaveIdentity(p, keys.Clients[0]); err != nil {
 				return nil, err
 			}
 		}

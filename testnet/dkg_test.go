@@ -21,7 +21,7 @@ import (
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/internal/dkg"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -85,7 +85,7 @@ func checkNoSecret(t *testing.T, keys *Keys, dir string) {
 		if d == "" {
 			continue
 		}
-		raw, err := p2p.ReadSecret(filepath.Join(d, node.ShareFileName))
+		raw, err := transport.ReadSecret(filepath.Join(d, node.ShareFileName))
 		require.NoError(t, err)
 		v := su.Scalar()
 		require.NoError(t, v.UnmarshalBinary(raw[2:]))
@@ -300,7 +300,7 @@ func TestReshareKeepsKeyAndS1(t *testing.T) {
 
 	// 7 -> 4: members 1 and 2 stay; 3..7 leave.
 	removedDir := keys7.NodeDirs[2] // index 3 exists in both groups
-	removedShareRaw, err := p2p.ReadSecret(filepath.Join(removedDir, node.ShareFileName))
+	removedShareRaw, err := transport.ReadSecret(filepath.Join(removedDir, node.ShareFileName))
 	require.NoError(t, err)
 	keys4b, err := Reshare(ctx, t.TempDir(), keys7, DKGOptions{N: 4, Keep: 2, PhaseTimeout: 20 * time.Second})
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -84,7 +84,7 @@ func (f *badSigFlood) send(ctx context.Context, id peer.ID, commit bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _ = p2p.Call(cctx, f.h, id, proto, req, protocol.MaxFrameSize)
+	_, _ = transport.Call(cctx, f.h, id, proto, req, protocol.MaxFrameSize)
 	f.sent.Add(1)
 }
 
@@ -125,11 +125,11 @@ func TestBadSignatureFloodDoesNotSlowAcquire(t *testing.T) {
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
 	}
-	h, err := p2p.NewHost(nw.Keys.Clients[1], nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(nw.Keys.Clients[1], nil, transport.NewGater(ids...))
 	require.NoError(t, err)
 	defer h.Close()
 	for _, m := range nw.Members {
-		require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	}
 
 	// Size the flood to this machine: what it would cost if every request
@@ -147,7 +147,7 @@ func TestBadSignatureFloodDoesNotSlowAcquire(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		start := time.Now()
-		_, err := p2p.Call(cctx, h, ids[i%len(ids)], protocol.ProtoStatus, protocol.StatusRequest{Resource: "calibrate"}.Marshal(), protocol.MaxFrameSize)
+		_, err := transport.Call(cctx, h, ids[i%len(ids)], protocol.ProtoStatus, protocol.StatusRequest{Resource: "calibrate"}.Marshal(), protocol.MaxFrameSize)
 		calib = append(calib, time.Since(start))
 		cancel()
 		require.NoError(t, err)

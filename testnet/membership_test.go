@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -26,7 +26,7 @@ func TestFloodDoesNotStarveOtherClient(t *testing.T) {
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
 	}
-	h, err := p2p.NewHost(nw.Keys.Clients[1], nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(nw.Keys.Clients[1], nil, transport.NewGater(ids...))
 	require.NoError(t, err)
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -34,7 +34,7 @@ func TestFloodDoesNotStarveOtherClient(t *testing.T) {
 	var refused, held atomic.Int64
 	var wg sync.WaitGroup
 	for _, m := range nw.Members {
-		require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 		for k := 0; k < 100; k++ {
 			wg.Add(1)
 			go func() {
@@ -89,27 +89,27 @@ func TestWrongClusterRefused(t *testing.T) {
 
 	// Our nodes refuse to commit it, or to take it as proof.
 	m := nw.Member(1)
-	h, err := p2p.NewHost(nw.Keys.Clients[0], nil, p2p.NewGater(m.PeerID))
+	h, err := transport.NewHost(nw.Keys.Clients[0], nil, transport.NewGater(m.PeerID))
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	b, err := p2p.Call(cctx, h, m.PeerID, protocol.ProtoCommit, protocol.CommitRequest{Token: foreign, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
+	b, err := transport.Call(cctx, h, m.PeerID, protocol.ProtoCommit, protocol.CommitRequest{Token: foreign, TTL: time.Second}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	a, err := protocol.UnmarshalAck(b)
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeBadRequest, a.Code)
 
 	req := protocol.AcquireRequest{Cluster: foreign.Cluster, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second}
-	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
+	b, err = transport.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeWrongCluster, r.Code)
 
 	req = protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second, Proof: &foreign}
-	b, err = p2p.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
+	b, err = transport.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err = protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -100,7 +100,7 @@ func Keygen(dir string, o KeygenOptions) (*Keys, error) {
 	ids := make([]lcrypto.PrivKey, o.N)
 	nodes := make([]protocol.NodeInfo, o.N)
 	for i := range ids {
-		if ids[i], err = p2p.GenerateIdentity(rnd); err != nil {
+		if ids[i], err = transport.GenerateIdentity(rnd); err != nil {
 			return nil, err
 		}
 		pid, err := peer.IDFromPrivateKey(ids[i])
@@ -112,7 +112,7 @@ func Keygen(dir string, o KeygenOptions) (*Keys, error) {
 	keys := &Keys{ClusterPath: filepath.Join(dir, node.ClusterFileName)}
 	var clients []protocol.ClientInfo
 	for i := 0; i < o.Clients; i++ {
-		k, err := p2p.GenerateIdentity(rnd)
+		k, err := transport.GenerateIdentity(rnd)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +130,7 @@ func Keygen(dir string, o KeygenOptions) (*Keys, error) {
 	if err := cf.Save(keys.ClusterPath); err != nil {
 		return nil, err
 	}
-	if err := p2p.SaveIdentity(filepath.Join(dir, ClientKeyFileName), keys.Clients[0]); err != nil {
+	if err := transport.SaveIdentity(filepath.Join(dir, ClientKeyFileName), keys.Clients[0]); err != nil {
 		return nil, err
 	}
 	for i := range shares {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -299,15 +299,15 @@ func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epo
 	for _, m := range nw.Members {
 		ids = append(ids, m.PeerID)
 	}
-	h, err := p2p.NewHost(nw.Keys.Clients[ci], nil, p2p.NewGater(ids...))
+	h, err := transport.NewHost(nw.Keys.Clients[ci], nil, transport.NewGater(ids...))
 	require.NoError(t, err)
 	defer h.Close()
 	m := nw.Member(ni)
-	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: session, TTL: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
+	b, err := transport.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	reply, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)
@@ -394,25 +394,25 @@ func BenchmarkAcquireN4(b *testing.B) {
 // it speaks the protocol.
 func TestStrangerRefusedByGater(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{})
-	stranger, err := p2p.GenerateIdentity(mrand.New(mrand.NewSource(99)))
+	stranger, err := transport.GenerateIdentity(mrand.New(mrand.NewSource(99)))
 	require.NoError(t, err)
 	m := nw.Member(1)
-	h, err := p2p.NewHost(stranger, nil, p2p.NewGater(m.PeerID))
+	h, err := transport.NewHost(stranger, nil, transport.NewGater(m.PeerID))
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
+	_, err = transport.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "refused promptly, not by timeout")
 
 	// The same request from the configured client identity is answered.
-	h2, err := p2p.NewHost(nw.Keys.Clients[0], nil, p2p.NewGater(m.PeerID))
+	h2, err := transport.NewHost(nw.Keys.Clients[0], nil, transport.NewGater(m.PeerID))
 	require.NoError(t, err)
 	defer h2.Close()
-	require.NoError(t, p2p.AddPeer(h2, m.PeerID, m.Dir.Listen))
-	b, err := p2p.Call(ctx, h2, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
+	require.NoError(t, transport.AddPeer(h2, m.PeerID, m.Dir.Listen))
+	b, err := transport.Call(ctx, h2, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	_, err = protocol.UnmarshalStatusReply(b)
 	require.NoError(t, err)
@@ -423,13 +423,13 @@ func TestStrangerRefusedByGater(t *testing.T) {
 func TestOversizedFrameRefused(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{})
 	m := nw.Member(1)
-	h, err := p2p.NewHost(nw.Keys.Clients[0], nil, p2p.NewGater(m.PeerID))
+	h, err := transport.NewHost(nw.Keys.Clients[0], nil, transport.NewGater(m.PeerID))
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, p2p.AddPeer(h, m.PeerID, m.Dir.Listen))
+	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, make([]byte, protocol.MaxFrameSize+1), protocol.MaxFrameSize)
+	_, err = transport.Call(ctx, h, m.PeerID, protocol.ProtoStatus, make([]byte, protocol.MaxFrameSize+1), protocol.MaxFrameSize)
 	require.ErrorIs(t, err, protocol.ErrFrameTooLarge, "the sender refuses to write it")
 
 	s, err := h.NewStream(ctx, m.PeerID, protocol.ProtoStatus)
@@ -440,7 +440,7 @@ func TestOversizedFrameRefused(t *testing.T) {
 	require.Error(t, err, "the node resets the stream instead of answering")
 	_ = s.Reset()
 
-	b, err := p2p.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
+	b, err := transport.Call(ctx, h, m.PeerID, protocol.ProtoStatus, protocol.StatusRequest{Resource: "res"}.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	_, err = protocol.UnmarshalStatusReply(b)
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/internal/dkg"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/testnet"
@@ -53,13 +53,13 @@ func runIdentity(_ context.Context, e *env, cfg Config, args []string) error {
 	if err := requireFlag("identity", "identity", cfg.Identity); err != nil {
 		return err
 	}
-	k, err := p2p.LoadIdentity(cfg.Identity)
+	k, err := transport.LoadIdentity(cfg.Identity)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if k, err = p2p.GenerateIdentity(crand.Reader); err != nil {
+		if k, err = transport.GenerateIdentity(crand.Reader); err != nil {
 			return err
 		}
-		if err := p2p.SaveIdentity(cfg.Identity, k); err != nil {
+		if err := transport.SaveIdentity(cfg.Identity, k); err != nil {
 			return fmt.Errorf("identity: %w", err)
 		}
 		fmt.Fprintf(e.stderr, "palisade: created %s (mode 0600); keep it: it is this member's identity\n", cfg.Identity)
@@ -141,7 +141,7 @@ func ceremonyConfig(cmd string, e *env, cfg Config) (dkg.Config, error) {
 	if err != nil {
 		return dkg.Config{}, fmt.Errorf("%s: %w", cmd, err)
 	}
-	id, err := p2p.LoadIdentity(cfg.Identity)
+	id, err := transport.LoadIdentity(cfg.Identity)
 	if err != nil {
 		return dkg.Config{}, fmt.Errorf("%s: %w", cmd, err)
 	}

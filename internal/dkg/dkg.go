@@ -53,7 +53,7 @@ import (
 
 	"github.com/palisade-dev/palisade/crypto"
 	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -250,7 +250,7 @@ func runWith(ctx context.Context, cfg Config, dec Decorator, hooks *testHooks) (
 	if err != nil {
 		return nil, err
 	}
-	gater := p2p.NewGater()
+	gater := transport.NewGater()
 	for _, p := range r.parts {
 		gater.Allow(p.id)
 	}
@@ -258,7 +258,7 @@ func runWith(ctx context.Context, cfg Config, dec Decorator, hooks *testHooks) (
 	if len(listen) == 0 {
 		listen = r.me.addrs
 	}
-	h, err := p2p.NewHost(cfg.Identity, listen, gater)
+	h, err := transport.NewHost(cfg.Identity, listen, gater)
 	if err != nil {
 		return nil, fmt.Errorf("dkg: %w", err)
 	}
@@ -266,7 +266,7 @@ func runWith(ctx context.Context, cfg Config, dec Decorator, hooks *testHooks) (
 	r.h = h
 	for _, p := range r.parts {
 		if p.id != r.self {
-			if err := p2p.AddPeer(h, p.id, p.addrs); err != nil {
+			if err := transport.AddPeer(h, p.id, p.addrs); err != nil {
 				return nil, fmt.Errorf("dkg: %w", err)
 			}
 		}
@@ -385,7 +385,7 @@ func (r *runner) loadState() (resumed bool, err error) {
 	}
 	path := filepath.Join(r.cfg.OutDir, StateFileName)
 	cid := hex.EncodeToString(r.ceremony[:])
-	b, err := p2p.ReadSecret(path)
+	b, err := transport.ReadSecret(path)
 	step, key, seed, err := resume(path, b, err, cid, r.cfg.Restart)
 	if err != nil {
 		return false, err
@@ -407,7 +407,7 @@ func (r *runner) loadState() (resumed bool, err error) {
 	if _, err := io.ReadFull(r.cfg.Rand, r.seed[:]); err != nil {
 		return false, fmt.Errorf("dkg: seed: %w", err)
 	}
-	if err := p2p.WriteSecret(path, marshalState(cid, r.key, r.seed)); err != nil {
+	if err := transport.WriteSecret(path, marshalState(cid, r.key, r.seed)); err != nil {
 		return false, err
 	}
 	r.printf("dkg: ceremony %s: %d participants, this member is %s", cid[:16], len(r.parts), r.me)

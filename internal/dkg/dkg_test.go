@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -57,7 +57,7 @@ func newTestMembers(t *testing.T, n int) testMembers {
 	ports := freePorts(t, n)
 	tm := testMembers{list: &MemberList{Name: "test"}}
 	for i := range n {
-		k, err := p2p.GenerateIdentity(rnd)
+		k, err := transport.GenerateIdentity(rnd)
 		require.NoError(t, err)
 		pid, _ := peer.IDFromPrivateKey(k)
 		tm.ids = append(tm.ids, k)

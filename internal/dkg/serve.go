@@ -13,7 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/palisade-dev/palisade/internal/p2p"
+	"github.com/palisade-dev/palisade/internal/transport"
 )
 
 // fetchKeys asks p for every ceremony key it holds and keeps the valid ones.
@@ -77,7 +77,7 @@ func (r *runner) fetch(ctx context.Context, p *participant, kind uint8) (uint8, 
 		req.KeySet = r.keySet
 		r.mu.Unlock()
 	}
-	reply, err := p2p.Call(ctx, r.h, p.id, ProtoFetch, req.marshal(), MaxFrameSize)
+	reply, err := transport.Call(ctx, r.h, p.id, ProtoFetch, req.marshal(), MaxFrameSize)
 	if err != nil || len(reply) == 0 {
 		return statusNotReady, nil
 	}

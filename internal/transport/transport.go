@@ -1,8 +1,8 @@
-// Package p2p holds what node and client share about libp2p: a closed host
+// Package transport holds what node and client share about libp2p: a closed host
 // (TCP + Noise + yamux, no relay, NAT mapping, mDNS or hole punching), an
 // allowlist connection gater on peer IDs, one request/reply exchange over a
 // fresh stream with capped frames, and identity key files.
-package p2p
+package transport
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 )
 
 // ErrInsecureKeyFile reports a secret file readable by group or others.
-var ErrInsecureKeyFile = errors.New("p2p: key file is readable by others")
+var ErrInsecureKeyFile = errors.New("transport: key file is readable by others")
 
 // Gater admits only peers on its allowlist, at every stage of a connection.
 // A refused peer's Connect may still return nil; its NewStream fails.
@@ -130,7 +130,7 @@ func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host,
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: new host: %w", err)
+		return nil, fmt.Errorf("transport: new host: %w", err)
 	}
 	return h, nil
 }
@@ -153,7 +153,7 @@ func resourceManager() (network.ResourceManager, error) {
 	}
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(scaling.AutoScale())))
 	if err != nil {
-		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+		return nil, fmt.Errorf("transport: resource manager: %w", err)
 	}
 	return rm, nil
 }
@@ -164,7 +164,7 @@ func AddPeer(h host.Host, id peer.ID, addrs []string) error {
 	for _, a := range addrs {
 		m, err := ma.NewMultiaddr(a)
 		if err != nil {
-			return fmt.Errorf("p2p: peer %s address %q: %w", id, a, err)
+			return fmt.Errorf("transport: peer %s address %q: %w", id, a, err)
 		}
 		h.Peerstore().AddAddr(id, m, permanentAddrTTL)
 	}
@@ -216,7 +216,7 @@ func ctxErr(ctx context.Context, err error) error {
 func GenerateIdentity(rand io.Reader) (crypto.PrivKey, error) {
 	k, _, err := crypto.GenerateEd25519Key(rand)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: generate identity: %w", err)
+		return nil, fmt.Errorf("transport: generate identity: %w", err)
 	}
 	return k, nil
 }
@@ -225,7 +225,7 @@ func GenerateIdentity(rand io.Reader) (crypto.PrivKey, error) {
 func SaveIdentity(path string, k crypto.PrivKey) error {
 	b, err := crypto.MarshalPrivateKey(k)
 	if err != nil {
-		return fmt.Errorf("p2p: marshal identity: %w", err)
+		return fmt.Errorf("transport: marshal identity: %w", err)
 	}
 	return WriteSecret(path, b)
 }
@@ -238,7 +238,7 @@ func LoadIdentity(path string) (crypto.PrivKey, error) {
 	}
 	k, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: identity %s: %w", path, err)
+		return nil, fmt.Errorf("transport: identity %s: %w", path, err)
 	}
 	return k, nil
 }
@@ -247,15 +247,15 @@ func LoadIdentity(path string) (crypto.PrivKey, error) {
 func WriteSecret(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("p2p: write secret: %w", err)
+		return fmt.Errorf("transport: write secret: %w", err)
 	}
 	if _, err := f.Write(b); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("p2p: write secret %s: %w", path, err)
+		return fmt.Errorf("transport: write secret %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("p2p: sync secret %s: %w", path, err)
+		return fmt.Errorf("transport: sync secret %s: %w", path, err)
 	}
 	return f.Close()
 }
@@ -265,14 +265,14 @@ func WriteSecret(path string, b []byte) error {
 func ReadSecret(path string) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: read secret: %w", err)
+		return nil, fmt.Errorf("transport: read secret: %w", err)
 	}
 	if st.Mode().Perm()&fs.FileMode(0o077) != 0 {
 		return nil, fmt.Errorf("%w: %s has mode %v, want 0600", ErrInsecureKeyFile, path, st.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: read secret: %w", err)
+		return nil, fmt.Errorf("transport: read secret: %w", err)
 	}
 	return b, nil
 }
@@ -283,7 +283,7 @@ func PeerIDs(ss ...string) ([]peer.ID, error) {
 	for i, s := range ss {
 		id, err := peer.Decode(s)
 		if err != nil {
-			return nil, fmt.Errorf("p2p: peer ID %q: %w", s, err)
+			return nil, fmt.Errorf("transport: peer ID %q: %w", s, err)
 		}
 		out[i] = id
 	}
