@@ -319,7 +319,9 @@ func (g *GroupKey) VerifyPartial(msg []byte, p PartialSig) error {
 // interpolate t valid ones. bad lists the indices whose partials were found
 // invalid or malformed (also when a signature is returned), so the caller can
 // name the nodes that sent them. err wraps ErrNotEnoughPartials when fewer
-// than t valid partials remain.
+// than t valid partials remain. S2: a signature is returned only once it
+// verifies under the group key, so it rests on t valid partials, and f
+// nodes hold fewer than t shares.
 func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, bad []int, err error) {
 	seen := make(map[int]bool, len(partials))
 	malformed := map[int]bool{}

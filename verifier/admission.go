@@ -11,7 +11,7 @@ import (
 // ([Verifier.Admit], [Verifier.VerifyRequest]), and the barrier stores take
 // an Admission rather than a raw epoch ([BarrierStore.Guard],
 // [BoltStore.Update], [SQLStore.Update]), so a guarded write cannot skip
-// the token check. The zero Admission admits nothing: every store refuses
+// the token check (S4: the barrier compares only verified epochs). The zero Admission admits nothing: every store refuses
 // it.
 //
 // An Admission is a value: it stays valid for as long as the caller keeps

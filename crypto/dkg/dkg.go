@@ -5,6 +5,10 @@
 // apart from package crypto so that what embeds the verifier links neither
 // kyber's DKG, VSS and Schnorr packages nor protobuf; its API takes and
 // returns bytes, crypto types and its own types, never kyber's.
+//
+// S2 starts here: the group secret is never assembled anywhere; each
+// member ends with one share, and a dealer's deal is checked against its
+// public commitments before it counts, so f members cannot learn the key.
 package dkg
 
 import (
