@@ -20,7 +20,7 @@ import (
 // random nonce (pop.SignedBytes), and sets the pop.HeaderToken and
 // pop.HeaderProof headers. Each proof is good for one request within the
 // verifier's time window: sign again before a retry.
-func SignRequest(req *http.Request, tok protocol.Token, id lcrypto.PrivKey, now time.Time) error {
+func SignRequest(req *http.Request, tok protocol.Token, id Identity, now time.Time) error {
 	if id == nil {
 		return fmt.Errorf("client: sign request: no identity key")
 	}
