@@ -29,7 +29,11 @@ type phaseState struct {
 	done     map[peer.ID]bool
 	deadline time.Time
 	poll     time.Duration
-	last     string // the missing list last reported
+	// asked is when the current round of questions started: rounds start
+	// every poll (a fixed rate, as a ticker gives), or at once when a
+	// round took longer than poll.
+	asked time.Time
+	last  string // the missing list last reported
 }
 
 // phaseStep is what a phase transition asks of the driver.
@@ -49,7 +53,7 @@ type phaseStep struct {
 // startPhase begins a phase that waits for peers until now+timeout, asking
 // again every poll: its first round asks every peer.
 func startPhase(name string, peers []*participant, now time.Time, timeout, poll time.Duration) (phaseState, phaseStep) {
-	s := phaseState{name: name, peers: peers, done: map[peer.ID]bool{}, deadline: now.Add(timeout), poll: poll}
+	s := phaseState{name: name, peers: peers, done: map[peer.ID]bool{}, deadline: now.Add(timeout), poll: poll, asked: now}
 	return s, phaseStep{log: []string{fmt.Sprintf("dkg: phase %s: waiting for %d members", name, len(peers))}, poll: slices.Clone(peers)}
 }
 
@@ -80,7 +84,7 @@ func (s phaseState) polled(answered map[peer.ID]bool, have func(*participant) bo
 		step.over = true
 		return s, step
 	}
-	step.wait = min(s.poll, s.deadline.Sub(now))
+	step.wait = max(0, min(s.asked.Add(s.poll).Sub(now), s.deadline.Sub(now)))
 	return s, step
 }
 
@@ -96,6 +100,7 @@ func (s phaseState) tick(have func(*participant) bool, now time.Time) (phaseStat
 			step.poll = append(step.poll, p)
 		}
 	}
+	s.asked = now
 	return s, step
 }
 

@@ -86,8 +86,22 @@ func TestPhaseTransitions(t *testing.T) {
 		{"a round that ends past the deadline times out", []event{
 			{advance: timeout + poll, answered: answered(ps[0]), over: true, log: []string{"still missing", "timed out; no answer from: node2 (peer2), node3 (peer3)"}},
 		}},
+		{"rounds start every poll, so a round's time is not waited again", []event{
+			{advance: poll / 4, answered: answered(ps[0]), wait: poll * 3 / 4, log: []string{"still missing"}},
+			{advance: poll * 3 / 4, tick: true, poll: ps[1:]},
+			{advance: poll / 2, answered: nil, wait: poll / 2},
+		}},
+		{"a round longer than poll is followed at once", []event{
+			{advance: 2 * poll, answered: answered(ps[0]), wait: 0, log: []string{"still missing"}},
+			{tick: true, poll: ps[1:]},
+		}},
 		{"the last wait ends at the deadline", []event{
-			{advance: timeout - poll/2, answered: answered(ps[0]), wait: poll / 2, log: []string{"still missing"}},
+			{advance: poll / 2, answered: answered(ps[0]), wait: poll / 2, log: []string{"still missing"}},
+			{advance: poll / 2, tick: true, poll: ps[1:]},
+			{advance: timeout - 2*poll, tick: true, poll: ps[1:]},
+			{advance: poll / 2, answered: nil, wait: poll / 2},
+			{advance: poll / 4, tick: true, poll: ps[1:]},
+			{answered: nil, wait: poll / 4},
 		}},
 		{"a relayed key counts as an answer", []event{
 			{answered: answered(ps[0]), have: func(p *participant) bool { return p == ps[1] || p == ps[2] }, over: true, log: []string{"complete"}},
