@@ -23,7 +23,7 @@ import (
 
 // TestMain lets testscript run this test binary as the palisade command.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"palisade": cli.Main})
+	testscript.Main(m, map[string]func(){"palisade": cli.Main, "ptest": ptestMain})
 }
 
 // TestScript runs the CLI scripts in testdata/script.
