@@ -33,6 +33,8 @@ import (
 //	    waiting; it prints what happened
 //	ptest exit N
 //	    exits N
+//	ptest args [ARGS]
+//	    prints its arguments on one line
 //	ptest sleep D
 //	    sleeps D (at most a minute)
 //	ptest client FILE NAME PEERID|@IDFILE [PATTERN...]
@@ -71,6 +73,9 @@ func ptest(args []string) error {
 		return nil
 	case sub == "hold" && (len(args) == 2 || len(args) == 3 && args[2] == "ignore-term"):
 		return ptestHold(args[0], args[1], len(args) == 3)
+	case sub == "args":
+		fmt.Println(strings.Join(args, " "))
+		return nil
 	case sub == "exit" && len(args) == 1:
 		code, err := strconv.Atoi(args[0])
 		if err != nil {

@@ -99,9 +99,10 @@ func quietClientLogs() {
 	}
 }
 
-// target describes a request of this session about resource.
+// target describes a request of this session about resource, one that
+// --wait does not apply to (a release).
 func (s *session) target(op, resource string) target {
-	return target{op: op, resource: resource, clusterPath: s.cfg.Cluster, cluster: s.cluster, self: s.self, wait: s.cfg.Wait}
+	return target{op: op, resource: resource, clusterPath: s.cfg.Cluster, cluster: s.cluster, self: s.self}
 }
 
 // acquire takes the lease: --wait D waits up to D for the resource (a
@@ -116,7 +117,9 @@ func (s *session) acquire(ctx context.Context, resource string) (*client.Lock, e
 		lock, err = s.c.TryAcquire(ctx, resource, client.WithTTL(s.cfg.TTL))
 	}
 	if err != nil {
-		return nil, explainRequest(s.target(fmt.Sprintf("%s %q", s.cmd, resource), resource), diagnose(ctx, s.c, resource, err))
+		t := s.target(fmt.Sprintf("%s %q", s.cmd, resource), resource)
+		t.wait, t.waits = s.cfg.Wait, true
+		return nil, explainRequest(t, diagnose(ctx, s.c, resource, err))
 	}
 	return lock, nil
 }

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,8 +60,9 @@ type target struct {
 	cluster     *protocol.Cluster
 	// self is this client's peer ID.
 	self string
-	// wait is --wait (0: tried once).
-	wait time.Duration
+	// wait is --wait (0: tried once); waits says the command has --wait.
+	wait  time.Duration
+	waits bool
 }
 
 // explainRequest rewrites a failed acquire, release or renewal into one
@@ -92,12 +95,11 @@ func explainRequest(t target, err error) error {
 
 // busy says who holds the resource and for how long, and what to do.
 func busy(t target, be *client.BusyError) string {
-	who := holderName(t.cluster, be.Holder)
-	if be.Holder.ID == t.self {
-		who += ", another lock session of this identity"
-	}
 	left := be.Left.Round(100 * time.Millisecond)
-	msg := fmt.Sprintf("%q is held by %s at epoch %d, %v left", be.Resource, who, be.Epoch, left)
+	msg := fmt.Sprintf("%q is held by %s at epoch %d, %v left", be.Resource, holderName(t.cluster, be.Holder), be.Epoch, left)
+	if be.Holder.ID == t.self {
+		msg += " (another lock session of this identity)"
+	}
 	if t.wait > 0 {
 		return fmt.Sprintf("%s after --wait %v: wait longer, or have its holder run \"palisade release\"", msg, t.wait)
 	}
@@ -149,7 +151,7 @@ func notEnoughNodes(t target, qe *client.QuorumError) string {
 		switch nodeReason(ne.Err) {
 		case reasonDropped:
 			dropped++
-		case reasonRefused, reasonTimeout, reasonUnreachable, reasonNetUnreachable:
+		case reasonRefused, reasonTimeout, reasonUnreachable, reasonNetUnreachable, reasonBackoff:
 			down++
 		case reasonBusy:
 			busy++
@@ -161,13 +163,19 @@ func notEnoughNodes(t target, qe *client.QuorumError) string {
 		hint = fmt.Sprintf("the nodes that dropped the connection do not admit this identity (%s): give them a cluster.json that lists it among \"clients\", and restart them", t.self)
 	case down > 0:
 		hint = fmt.Sprintf("start the nodes, or check their addresses in %s", t.clusterPath)
-		if t.wait == 0 {
+		if t.waits && t.wait == 0 {
 			hint += "; --wait D waits for them"
 		}
 	case busy > 0:
-		hint = "other clients are acquiring it at the same time; --wait D retries"
+		hint = "other clients are acquiring it at the same time"
+		if t.waits {
+			hint += "; --wait D retries"
+		}
 	default:
-		hint = "try again; --wait D retries"
+		hint = "try again"
+		if t.waits {
+			hint += "; --wait D retries"
+		}
 	}
 	return fmt.Sprintf("not enough nodes: %d of %d needed, %d usable answers (%s): %s", qe.Need, n, qe.Got, nodeReasons(qe.Nodes), hint)
 }
@@ -210,6 +218,7 @@ const (
 	reasonNetUnreachable = "network unreachable"
 	reasonDropped        = "dropped the connection (does it admit this client?)"
 	reasonBusy           = "busy"
+	reasonBackoff        = "unreachable a moment ago (dial backoff)"
 )
 
 // nodeReason folds one node's failure to a short reason: the transport's
@@ -238,6 +247,8 @@ func nodeReason(err error) string {
 		return reasonTimeout
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
+	case strings.Contains(msg, "dial backoff"):
+		return reasonBackoff
 	case strings.Contains(msg, "connection failed"):
 		// libp2p's NewStream after a Connect the remote's connection
 		// gater closed: the node does not admit our peer ID.
@@ -321,11 +332,15 @@ func tokenRejected(clusterPath string, err error) error {
 
 // explainNodeLoad explains why a node directory did not load.
 func explainNodeLoad(dir string, err error) error {
-	if errors.Is(err, os.ErrNotExist) && strings.Contains(err.Error(), "share.key") {
-		if _, serr := os.Stat(dir + "/node1"); serr == nil {
-			return explainf(err, "node: %s is a keygen directory, not a node directory: run each node on its own, --dir %s/node1 and so on, or all of them with palisade testnet --dir %s", dir, dir, dir)
+	var pe *fs.PathError
+	if errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return explainf(err, "node: directory %s does not exist: give --dir the node directory keygen (DIR/node1 … DIR/nodeN) or dkg wrote", dir)
 		}
-		return explainf(err, "node: %s has no share.key, so it is not a node directory: give the directory keygen (DIR/node1 … DIR/nodeN) or dkg wrote for this node", dir)
+		if _, serr := os.Stat(filepath.Join(dir, "node1")); serr == nil {
+			return explainf(err, "node: %s is a keygen directory, not a node directory: run each node on its own, --dir %s and so on, or all of them with palisade testnet --dir %s", dir, filepath.Join(dir, "node1"), dir)
+		}
+		return explainf(err, "node: %s has no %s, so it is not a node directory: give the directory keygen (DIR/node1 … DIR/nodeN) or dkg wrote for this node", dir, filepath.Base(pe.Path))
 	}
 	if errors.Is(err, transport.ErrInsecureKeyFile) {
 		return explainf(err, "node: %s: run chmod 600 on the node's share.key and identity.key", reason(err))
