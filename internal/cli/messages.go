@@ -177,7 +177,7 @@ func notEnoughNodes(t target, qe *client.QuorumError) string {
 			hint += "; --wait D retries"
 		}
 	}
-	return fmt.Sprintf("not enough nodes: %d of %d needed, %d usable answers (%s): %s", qe.Need, n, qe.Got, nodeReasons(qe.Nodes), hint)
+	return fmt.Sprintf("not enough nodes: %d of %d needed, %s (%s): %s", qe.Need, n, plural(qe.Got, "usable answer", "usable answers"), nodeReasons(qe.Nodes), hint)
 }
 
 // nodeNames lists nodes by index, in index order: "nodes 2, 3".
@@ -364,12 +364,6 @@ func explainNodeStart(index int, dir string, err error) error {
 // beyond 3f+1 add no tolerance and which n would.
 func faultTolerance(n int) string {
 	f, t := crypto.FaultThreshold(n)
-	plural := func(k int, one, many string) string {
-		if k == 1 {
-			return fmt.Sprintf("%d %s", k, one)
-		}
-		return fmt.Sprintf("%d %s", k, many)
-	}
 	faults := "no faulty node"
 	if f > 0 {
 		faults = plural(f, "faulty node", "faulty nodes")
@@ -387,6 +381,14 @@ func faultTolerance(n int) string {
 		s += fmt.Sprintf("; %s no fault tolerance, only signatures to collect: %d nodes tolerate %s", what, 3*(f+1)+1, plural(f+1, "faulty node", "faulty nodes"))
 	}
 	return s
+}
+
+// plural counts k things: "1 node", "2 nodes".
+func plural(k int, one, many string) string {
+	if k == 1 {
+		return fmt.Sprintf("%d %s", k, one)
+	}
+	return fmt.Sprintf("%d %s", k, many)
 }
 
 // explainFlagValues makes the flags of fs that hold durations or numbers
