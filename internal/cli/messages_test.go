@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"testing"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
