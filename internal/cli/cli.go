@@ -1,6 +1,6 @@
 // Package cli is the palisade command line: keygen, node, testnet,
-// acquire, verify, demo, identity, dkg, reshare, resource and help.
-// cmd/palisade only calls Main.
+// acquire, lock, release, verify, demo, identity, dkg, reshare, resource,
+// version, completion and help. cmd/palisade only calls Main.
 //
 // Every command parses its flags with the standard flag package; a flag
 // not given on the command line is read from the environment variable
