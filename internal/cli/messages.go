@@ -137,7 +137,7 @@ func refusal(t target, re *client.RefusedError) string {
 		return fmt.Sprintf("%s (%s): the lease already ended (it ran out, was released, or a newer holder took the resource); nothing to release", head, code)
 	}
 	if detail != "" {
-		return fmt.Sprintf("%s (%s: %s): check that the nodes and this client run the same palisade version", head, code, firstLine(detail))
+		return fmt.Sprintf("%s (%s: %s): check that the nodes and this client run the same palisade version", head, code, shorten(firstLine(detail), 100))
 	}
 	return fmt.Sprintf("%s (%s): check that the nodes and this client run the same palisade version", head, code)
 }
