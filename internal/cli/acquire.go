@@ -41,28 +41,48 @@ func runAcquire(ctx context.Context, e *env, cfg Config, args []string) error {
 const diagnoseTimeout = 3 * time.Second
 
 // diagnose explains an acquisition that ran out of --wait. The client then
-// reports only the deadline, so one more status round tells which nodes do
-// not answer (a *client.QuorumError) or who holds the resource (a
-// *client.BusyError), either wrapped with err.
+// reports only the deadline, or a last round that tells nothing (the
+// deadline cut it short, so every node "timed out", or it met only busy
+// answers before it gave up), so one more
+// status round tells which nodes do not answer (a *client.QuorumError) or
+// who holds the resource (a *client.BusyError), each wrapped with
+// context.DeadlineExceeded.
 func diagnose(ctx context.Context, c *client.Client, resource string, err error) error {
 	var qe *client.QuorumError
 	var be *client.BusyError
-	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &qe) || errors.As(err, &be) || ctx.Err() != nil {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &be) || ctx.Err() != nil {
+		return err
+	}
+	if errors.As(err, &qe) && !inconclusive(qe) {
 		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
 	sts, serr := c.Status(sctx, resource)
 	if serr != nil {
-		return fmt.Errorf("%w; then %w", err, serr)
+		return fmt.Errorf("%w; then %w", context.DeadlineExceeded, serr)
 	}
 	for _, s := range sts {
 		if !s.Holder.IsZero() && s.LeaseLeft > 0 {
 			be := &client.BusyError{Resource: resource, Holder: s.Holder, Epoch: s.LeaseEpoch, Left: s.LeaseLeft, Nodes: []int{s.Index}}
-			return fmt.Errorf("%w; then %w", err, be)
+			return fmt.Errorf("%w; then %w", context.DeadlineExceeded, be)
 		}
 	}
 	return err
+}
+
+// inconclusive reports whether a failed round says nothing about the
+// nodes: each one that failed was cut short by the caller's deadline or
+// answered busy (held, or another contender's pending vote).
+func inconclusive(qe *client.QuorumError) bool {
+	for _, n := range qe.Nodes {
+		switch nodeReason(n.Err) {
+		case reasonBusy, reasonTimeout, reasonCancelled:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func runVerify(_ context.Context, e *env, cfg Config, args []string) error {

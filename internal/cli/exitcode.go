@@ -18,7 +18,8 @@ const (
 	// ExitUsage: the command line is wrong (unknown command or flag, a
 	// bad flag value, a missing argument or required flag).
 	ExitUsage = 2
-	// ExitBusy: another holder has the resource (client.ErrBusy).
+	// ExitBusy: another holder has the resource (client.ErrBusy), or
+	// other contenders' votes split every round until --wait ran out.
 	ExitBusy = 3
 	// ExitNoQuorum: fewer than 2f+1 nodes answered (client.ErrNotEnoughNodes),
 	// or a lock's lease was lost because its renewals did not get through.
@@ -82,10 +83,26 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, client.ErrRefused), errors.Is(err, client.ErrNotHolder):
 		return ExitRefused
-	case errors.Is(err, client.ErrBusy):
+	case errors.Is(err, client.ErrBusy), contended(err):
 		return ExitBusy
 	case errors.Is(err, client.ErrNotEnoughNodes), errors.Is(err, client.ErrLost):
 		return ExitNoQuorum
 	}
 	return ExitError
+}
+
+// contended reports a round that failed only on busy answers: other
+// contenders' votes split it, every node answered. That is a busy
+// resource, not missing nodes.
+func contended(err error) bool {
+	var qe *client.QuorumError
+	if !errors.As(err, &qe) || len(qe.Nodes) == 0 {
+		return false
+	}
+	for _, n := range qe.Nodes {
+		if nodeReason(n.Err) != reasonBusy {
+			return false
+		}
+	}
+	return true
 }

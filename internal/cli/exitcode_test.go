@@ -34,6 +34,12 @@ func TestExitCode(t *testing.T) {
 		{"busy after --wait", fmt.Errorf("client: acquire: %w (last attempt: %w)", context.DeadlineExceeded, busy), ExitBusy},
 		{"busy found by diagnose", fmt.Errorf("%w; then %w", context.DeadlineExceeded, busy), ExitBusy},
 		{"quorum", quorum, ExitNoQuorum},
+		{"contended", &client.QuorumError{Op: "acquire", Need: 3, Got: 1, Nodes: []*client.NodeError{
+			{Index: 2, Err: errors.New("busy: held by 12D3KooW…/abcd at epoch 3")},
+			{Index: 4, Err: errors.New("busy: held by 12D3KooW…/abcd at epoch 3")}}}, ExitBusy},
+		{"contended, one node down", &client.QuorumError{Op: "acquire", Need: 3, Got: 1, Nodes: []*client.NodeError{
+			{Index: 2, Err: errors.New("busy: held by 12D3KooW…/abcd at epoch 3")},
+			{Index: 4, Err: fmt.Errorf("dial: %w", context.DeadlineExceeded)}}}, ExitNoQuorum},
 		{"quorum after --wait", fmt.Errorf("client: acquire: %w (last attempt: %w)", context.DeadlineExceeded, quorum), ExitNoQuorum},
 		{"quorum explained", explainf(quorum, "one line"), ExitNoQuorum},
 		{"lease lost", fmt.Errorf("%w: %q epoch %d: deadline passed without renewal", client.ErrLost, "r", 3), ExitNoQuorum},

@@ -219,6 +219,7 @@ const (
 	reasonDropped        = "dropped the connection (does it admit this client?)"
 	reasonBusy           = "busy"
 	reasonBackoff        = "unreachable a moment ago (dial backoff)"
+	reasonCancelled      = "cancelled"
 )
 
 // nodeReason folds one node's failure to a short reason: the transport's
@@ -246,7 +247,7 @@ func nodeReason(err error) string {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), isTimeout(err):
 		return reasonTimeout
 	case errors.Is(err, context.Canceled):
-		return "cancelled"
+		return reasonCancelled
 	case strings.Contains(msg, "dial backoff"):
 		return reasonBackoff
 	case strings.Contains(msg, "connection failed"):

@@ -227,3 +227,14 @@ func TestFlagValueErrors(t *testing.T) {
 
 // errConnRefused is the errno a dial to a closed port fails with.
 var errConnRefused = syscall.ECONNREFUSED
+
+// TestInconclusive: a last round that met only busy answers, or that the
+// deadline cut short, tells nothing about the nodes, so acquire asks them
+// once more before it explains; a node that refused the connection does.
+func TestInconclusive(t *testing.T) {
+	busy := &client.NodeError{Index: 2, Err: errors.New("busy: held by 12D3KooW…/abcd at epoch 3")}
+	late := &client.NodeError{Index: 3, Err: fmt.Errorf("read reply: %w", context.DeadlineExceeded)}
+	down := &client.NodeError{Index: 4, Err: &net.OpError{Op: "dial", Err: errConnRefused}}
+	require.True(t, inconclusive(&client.QuorumError{Nodes: []*client.NodeError{busy, late}}))
+	require.False(t, inconclusive(&client.QuorumError{Nodes: []*client.NodeError{busy, down}}))
+}
