@@ -478,6 +478,31 @@ func TestCheckListen(t *testing.T) {
 	}
 }
 
+func TestCheckListenAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		secret bool
+		ok     bool
+	}{
+		{"127.0.0.1:7071", false, true},
+		{"[::1]:0", false, true},
+		{"localhost:7071", false, true},
+		{"0.0.0.0:7071", false, false},
+		{":7071", false, false},
+		{"[::]:7071", false, false},
+		{"192.168.1.5:7071", false, false},
+		{":7071", true, true},
+	} {
+		err := agent.CheckListenAddr(tc.addr, tc.secret)
+		if tc.ok {
+			require.NoError(t, err, tc.addr)
+		} else {
+			require.ErrorIs(t, err, agent.ErrInsecureListen, tc.addr)
+		}
+	}
+	require.Error(t, agent.CheckListenAddr("127.0.0.1", false), "no port")
+}
+
 func TestLoadSecret(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string, mode os.FileMode) string {

@@ -68,6 +68,28 @@ func CheckListen(addr net.Addr, haveSecret bool) error {
 	return nil
 }
 
+// CheckListenAddr is CheckListen for an address not yet listened on
+// ("HOST:PORT"), so a bad one is refused before anything binds it: an
+// empty host or a non-loopback IP is refused without a secret. A host
+// name other than localhost passes; check the listener's address with
+// CheckListen once it is bound.
+func CheckListenAddr(hostport string, haveSecret bool) error {
+	if haveSecret {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("agent: listen address %q: %w", hostport, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%w: %s listens on every interface", ErrInsecureListen, hostport)
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() {
+		return fmt.Errorf("%w: %s", ErrInsecureListen, hostport)
+	}
+	return nil
+}
+
 // guard checks every request before it is routed: no browser requests;
 // with a secret, the bearer secret; without one, a loopback host name (a
 // DNS-rebinding page names its own host).

@@ -100,8 +100,14 @@ type Config struct {
 	// Data is the data directory of resource (--data). No default.
 	Data string
 	// Listen is the TCP address resource serves HTTP on (--listen).
-	// Default "127.0.0.1:7070".
+	// Default "127.0.0.1:7070"; agent's is "127.0.0.1:7071".
 	Listen string
+	// SecretFile is the agent's bearer secret file (--secret-file). No
+	// default: the agent then serves loopback only.
+	SecretFile string
+	// MaxLocks bounds the locks the agent holds (--max-locks). Default
+	// 1024.
+	MaxLocks int
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -119,6 +125,8 @@ func DefaultConfig() Config {
 		Cycles:  200,
 
 		Listen: "127.0.0.1:7070",
+
+		MaxLocks: 1024,
 	}
 }
 
@@ -194,6 +202,7 @@ var commands = map[string]command{
 	"identity": {identityUsage, runIdentity, identityFlags},
 	"dkg":      {dkgUsage, runDKG, ceremonyFlags},
 	"reshare":  {reshareUsage, runReshare, reshareFlags},
+	"agent":    {agentUsage, runAgent, agentFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

@@ -19,6 +19,7 @@ Usage:
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
     palisade help    [COMMAND]
 
 Every flag can also be set by an environment variable named after it:
@@ -239,6 +240,7 @@ Example:
 
 const resourceUsage = `Usage:
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
 
 Runs the reference fenced resource: an HTTP key-value store that admits a
 request only with a valid Palisade token for the key whose epoch is not
