@@ -108,6 +108,8 @@ type Config struct {
 	// MaxLocks bounds the locks the agent holds (--max-locks). Default
 	// 1024.
 	MaxLocks int
+	// JSON makes verify print its result as JSON (--json).
+	JSON bool
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -194,7 +196,7 @@ var commands = map[string]command{
 	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
 	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
-	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
+	"verify":   {verifyUsage, runVerify, verifyFlags},
 	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
 	"bench":    {benchUsage, runBench, benchFlags},
 	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
