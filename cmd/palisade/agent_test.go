@@ -120,6 +120,40 @@ func (p *proc) stop(t *testing.T, sig os.Signal, limit time.Duration) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// findPython returns the path of python3. Without it the test skips, or
+// fails when PALISADE_REQUIRE_PYTHON is set (as .ci/run sets it).
+func findPython(t *testing.T) string {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("PALISADE_REQUIRE_PYTHON") != "" {
+			t.Fatalf("python3 is required (PALISADE_REQUIRE_PYTHON is set): %v", err)
+		}
+		t.Skipf("python3 not found, the Python code is not tested: %v", err)
+	}
+	return python
+}
+
+// pythonDir holds the Python client and its tests.
+var pythonDir = filepath.Join("..", "..", "clients", "python")
+
+// TestPythonTokenVectors runs clients/python/test_token_vectors.py: the
+// token format implemented again in Python from docs/token-format.md
+// alone (all but the pairing) must agree with every test vector.
+func TestPythonTokenVectors(t *testing.T) {
+	python := findPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "-v", "test_token_vectors.py")
+	cmd.Dir = pythonDir
+	cmd.Env = append(testEnv(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	require.NoError(t, err)
+	require.Contains(t, string(out), "Ran 1 test")
+	require.Contains(t, string(out), "\nOK")
+}
+
 // TestPythonClient runs the Python client (clients/python) against a real
 // testnet, "palisade resource" and "palisade agent" (with a bearer
 // secret), all processes of the built binary: the example acquires
@@ -127,19 +161,12 @@ func (p *proc) stop(t *testing.T, sig os.Signal, limit time.Duration) int {
 // and sees its old token fenced off; the unit tests check busy, waits,
 // long polls and error codes. Then SIGTERM stops the agent while it holds
 // a lock with an hour's TTL, and the lock is free at once: the agent
-// released it. Without python3 the test skips, or fails when
-// PALISADE_REQUIRE_PYTHON is set (as .ci/run sets it).
+// released it.
 func TestPythonClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a testnet")
 	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("PALISADE_REQUIRE_PYTHON") != "" {
-			t.Fatalf("python3 is required (PALISADE_REQUIRE_PYTHON is set): %v", err)
-		}
-		t.Skipf("python3 not found, the Python client is not tested: %v", err)
-	}
+	python := findPython(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bin := buildBinary(ctx, t)
@@ -160,7 +187,7 @@ func TestPythonClient(t *testing.T) {
 
 	runPython := func(args ...string) string {
 		cmd := exec.CommandContext(ctx, python, args...)
-		cmd.Dir = filepath.Join("..", "..", "clients", "python")
+		cmd.Dir = pythonDir
 		cmd.Env = append(testEnv(), "PALISADE_AGENT_URL="+agentURL, "PALISADE_RESOURCE_URL="+resURL,
 			"PALISADE_SECRET_FILE="+secretFile, "PYTHONDONTWRITEBYTECODE=1")
 		out, err := cmd.CombinedOutput()
