@@ -294,8 +294,11 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	return errors.Join(serveErr, closeErr)
 }
 
+// closeReleases is how many releases Close runs at once.
+const closeReleases = 8
+
 // Close releases every lock the agent holds (each within
-// Config.ReleaseTimeout, all at once), refuses new acquisitions, ends
+// Config.ReleaseTimeout, closeReleases at a time), refuses new acquisitions, ends
 // waiting requests and stops the agent's goroutines. It does not close the
 // client. A release the cluster does not confirm is reported; its lease
 // runs out after its TTL.
@@ -315,10 +318,17 @@ func (a *Agent) Close() error {
 	}
 	a.mu.Unlock()
 
+	// A few releases at a time: nodes bound the requests one peer has in
+	// flight (16 by default), and renewals of the other locks still run.
 	errs := make([]error, len(held))
+	sem := make(chan struct{}, closeReleases)
 	var wg sync.WaitGroup
 	for i, e := range held {
-		wg.Go(func() { errs[i] = a.release(e) })
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = a.release(e)
+		})
 	}
 	wg.Wait()
 	a.cancel()
@@ -330,22 +340,6 @@ func (a *Agent) Close() error {
 		log.Infow("released every lock", "locks", len(held))
 	}
 	return nil
-}
-
-// goFunc runs f in a goroutine the agent waits for in Close; it reports
-// false, and runs nothing, once Close has started.
-func (a *Agent) goFunc(f func()) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return false
-	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // reserve counts one more lock against MaxLocks before it is acquired.
