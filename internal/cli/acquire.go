@@ -104,6 +104,9 @@ func runVerify(_ context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
+	if cfg.JSON {
+		return verifyJSON(e.stdout, v, text)
+	}
 	tok, err := v.ParseAndVerify(text)
 	if err != nil {
 		return tokenRejected(cfg.Cluster, err)

@@ -101,11 +101,19 @@ type Config struct {
 	// Data is the data directory of resource (--data). No default.
 	Data string
 	// Listen is the TCP address resource serves HTTP on (--listen).
-	// Default "127.0.0.1:7070".
+	// Default "127.0.0.1:7070"; agent's is "127.0.0.1:7071".
 	Listen string
 	// Grace is how long lock's COMMAND has to exit after SIGTERM once
 	// the lease is lost, before SIGKILL (--grace). Default 10s.
 	Grace time.Duration
+	// SecretFile is the agent's bearer secret file (--secret-file). No
+	// default: the agent then serves loopback only.
+	SecretFile string
+	// MaxLocks bounds the locks the agent holds (--max-locks). Default
+	// 1024.
+	MaxLocks int
+	// JSON makes verify print its result as JSON (--json).
+	JSON bool
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -126,6 +134,7 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:7070",
 
 		Grace: 10 * time.Second,
+		MaxLocks: 1024,
 	}
 }
 
@@ -194,7 +203,7 @@ var commands = map[string]command{
 	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
 	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
-	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
+	"verify":   {verifyUsage, runVerify, verifyFlags},
 	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
 	"bench":    {benchUsage, runBench, benchFlags},
 	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
@@ -206,6 +215,7 @@ var commands = map[string]command{
 	"lock":     {lockUsage, runLock, lockFlags},
 	"version":  {versionUsage, runVersion, func(*flag.FlagSet, *Config) {}},
 	// "completion" adds itself in completion.go: it reads this map.
+	"agent":    {agentUsage, runAgent, agentFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

@@ -16,11 +16,12 @@ Usage:
     palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
     palisade lock    --cluster FILE --identity FILE [--ttl D] [--wait D] [--grace D] RESOURCE -- COMMAND [ARGS]
     palisade release --cluster FILE --identity FILE TOKEN
-    palisade verify  --cluster FILE TOKEN
+    palisade verify  --cluster FILE [--json] TOKEN
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
     palisade version
     palisade completion bash|zsh
     palisade help    [COMMAND]
@@ -153,7 +154,7 @@ Example:
 `
 
 const verifyUsage = `Usage:
-    palisade verify --cluster FILE TOKEN
+    palisade verify --cluster FILE [--json] TOKEN
 
 Checks TOKEN (its text form; "-" reads it from stdin) offline against the
 cluster's group public key. If it is valid, verify prints one line
@@ -164,14 +165,24 @@ it prints why
 (malformed, invalid signature, another cluster) and exits 1. It does not
 check barriers: that is the resource's job.
 
+With --json it prints one JSON object on stdout instead, for scripts,
+whether the token is valid or not: "valid", the token's fields when it
+decodes ("cluster", "resource", "epoch", "holder", "session"),
+"signature" (valid, invalid or not_checked) and, if refused, "error"
+with a "code" (malformed, old_version, wrong_cluster, invalid_signature;
+see docs/token-format.md) and a "message".
+
 Flags (environment variable in brackets):
     --cluster FILE   the cluster file [PALISADE_CLUSTER]
+    --json           print the result as JSON [PALISADE_JSON]
 
 Example:
     $ palisade verify --cluster /tmp/palisade/cluster.json "$TOKEN"
     resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
     $ palisade verify --cluster /tmp/palisade/cluster.json pt2.garbage
     palisade: error: token rejected: verifier: malformed token: [...]
+    $ palisade verify --json --cluster /tmp/palisade/cluster.json "$TOKEN"
+    {"valid":true,"cluster":"5f0c[...]","resource":"orders-db","epoch":1,"holder":"12D3KooW[...]","session":"[...]","signature":"valid"}
 `
 
 const demoUsage = `Usage:
@@ -251,6 +262,7 @@ Example:
 
 const resourceUsage = `Usage:
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
 
 Runs the reference fenced resource: an HTTP key-value store that admits a
 request only with a valid Palisade token for the key whose epoch is not
