@@ -133,7 +133,7 @@ func DefaultConfig() Config {
 
 		Listen: "127.0.0.1:7070",
 
-		Grace: 10 * time.Second,
+		Grace:    10 * time.Second,
 		MaxLocks: 1024,
 	}
 }
@@ -215,7 +215,7 @@ var commands = map[string]command{
 	"lock":     {lockUsage, runLock, lockFlags},
 	"version":  {versionUsage, runVersion, func(*flag.FlagSet, *Config) {}},
 	// "completion" adds itself in completion.go: it reads this map.
-	"agent":    {agentUsage, runAgent, agentFlags},
+	"agent": {agentUsage, runAgent, agentFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {
