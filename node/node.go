@@ -84,14 +84,14 @@ type Hooks struct {
 
 // DefaultRules are the voting defaults: MaxEpochStep from the cluster file
 // (protocol.DefaultMaxEpochStep if unset), VoteTimeout 2 s, DefaultTTL 10 s,
-// MaxTTL protocol.MaxTTL, ReserveFor 1 s, WaiterTTL 2 s.
+// MaxTTL protocol.MaxTTL, ReserveFor 2 s, WaiterTTL 2 s.
 func DefaultRules(c *protocol.Cluster) Rules {
 	step := c.File.MaxEpochStep
 	if step == 0 {
 		step = protocol.DefaultMaxEpochStep
 	}
 	return Rules{MaxEpochStep: step, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL,
-		ReserveFor: time.Second, WaiterTTL: 2 * time.Second}
+		ReserveFor: 2 * time.Second, WaiterTTL: 2 * time.Second}
 }
 
 // Validate checks the config and fills defaults.
@@ -107,7 +107,7 @@ func (c *Config) Validate() error {
 	}
 	c.Rules.EpochFloor = max(c.Rules.EpochFloor, c.Cluster.File.EpochFloor)
 	if c.Rules.ReserveFor <= 0 {
-		c.Rules.ReserveFor = c.Rules.VoteTimeout / 2
+		c.Rules.ReserveFor = c.Rules.VoteTimeout
 	}
 	if c.Rules.WaiterTTL <= 0 {
 		c.Rules.WaiterTTL = c.Rules.VoteTimeout
