@@ -48,7 +48,7 @@ type metrics struct {
 	busy                               prometheus.Counter
 	refusals                           *prometheus.CounterVec // by request and code
 	commitSeconds, commitBatch         prometheus.Histogram
-	memberUp, memberRTT                *prometheus.GaugeVec // by member index
+	memberUp, memberRTT                *prometheus.GaugeVec   // by member index
 	reloads                            *prometheus.CounterVec // by result
 }
 
