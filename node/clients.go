@@ -115,7 +115,17 @@ func clusterDiff(a, b *protocol.Cluster) []string {
 	add(!slices.Equal(fa.GroupKey, fb.GroupKey), "group key", short(fa.GroupKey), short(fb.GroupKey))
 	add(fa.N != fb.N, "n", fa.N, fb.N)
 	add(fa.T != fb.T, "threshold t", fa.T, fb.T)
-	add(!slices.EqualFunc(fa.Nodes, fb.Nodes, sameNode), "members", len(fa.Nodes), len(fb.Nodes))
+	if len(fa.Nodes) != len(fb.Nodes) {
+		add(true, "members", len(fa.Nodes), len(fb.Nodes))
+	} else if !slices.EqualFunc(fa.Nodes, fb.Nodes, sameNode) {
+		var idx []string
+		for i := range fa.Nodes {
+			if !sameNode(fa.Nodes[i], fb.Nodes[i]) {
+				idx = append(idx, fmt.Sprint(fa.Nodes[i].Index))
+			}
+		}
+		diff = append(diff, "members (node "+strings.Join(idx, ", ")+" differ in peer ID or addresses)")
+	}
 	add(fa.MaxEpochStep != fb.MaxEpochStep, "max_epoch_step", fa.MaxEpochStep, fb.MaxEpochStep)
 	add(fa.EpochFloor != fb.EpochFloor, "epoch_floor", fa.EpochFloor, fb.EpochFloor)
 	add(fa.Version != fb.Version, "version", fa.Version, fb.Version)

@@ -93,7 +93,7 @@ func (n *Node) note(proto string, from peer.ID, req, reply []byte) {
 		case protocol.KindBusy:
 			n.ops.metrics.busy.Inc()
 			log.Infow("busy", "resource", resource, "epoch", epoch, "client", who,
-				"holder", n.holderName(r.Holder), "lease_epoch", r.LeaseEpoch, "left", r.Left, "pending", r.Pending)
+				"holder", n.holderName(r.Holder), "lease_epoch", r.LeaseEpoch, "left", r.Left.String(), "pending", r.Pending)
 		default:
 			n.ops.metrics.refusals.WithLabelValues("acquire", r.Code.String()).Inc()
 			log.Infow("refuse", "resource", resource, "epoch", epoch, "client", who, "code", r.Code.String(), "last_epoch", r.LastEpoch, "reason", r.Message)
@@ -111,10 +111,10 @@ func (n *Node) note(proto string, from peer.ID, req, reply []byte) {
 		return
 	}
 	if proto == protocol.ProtoRenew {
-		log.Debugw(name, "resource", resource, "epoch", epoch, "client", who, "left", a.Left)
+		log.Debugw(name, "resource", resource, "epoch", epoch, "client", who, "left", a.Left.String())
 		return
 	}
-	log.Infow(name, "resource", resource, "epoch", epoch, "client", who, "left", a.Left)
+	log.Infow(name, "resource", resource, "epoch", epoch, "client", who, "left", a.Left.String())
 }
 
 // holderName names a lock session for logs by its client's name.

@@ -179,7 +179,7 @@ func (n *Node) probed(i int, rtt time.Duration, err error) {
 	}
 	switch {
 	case now.Reachable && (first || !was):
-		log.Infow("member reachable", "member", now.Index, "peer", now.PeerID, "rtt", rtt)
+		log.Infow("member reachable", "member", now.Index, "peer", now.PeerID, "rtt", rtt.String())
 	case !now.Reachable && (first || was):
 		log.Warnw("member unreachable", "member", now.Index, "peer", now.PeerID, "err", now.Err)
 	}
