@@ -79,6 +79,10 @@ type Config struct {
 	Cycles int
 	// Contended makes bench's clients share one resource (--contended).
 	Contended bool
+	// Bootstrap holds the settings of bootstrap only (bootstrap.go).
+	Bootstrap BootstrapConfig
+	// Put holds the settings of put only (put.go).
+	Put PutConfig
 	// Members is the member list file of dkg and reshare (--members). No
 	// default.
 	Members string
@@ -194,6 +198,10 @@ var commands = map[string]command{
 	"identity": {identityUsage, runIdentity, identityFlags},
 	"dkg":      {dkgUsage, runDKG, ceremonyFlags},
 	"reshare":  {reshareUsage, runReshare, reshareFlags},
+
+	// What docker-compose.yml runs (bootstrap.go, put.go).
+	"bootstrap": {bootstrapUsage, runBootstrap, bootstrapFlags},
+	"put":       {putUsage, runPut, putFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

@@ -19,6 +19,8 @@ Usage:
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade bootstrap node|client|resource --shared DIR [...]
+    palisade put     --cluster FILE --identity FILE --url URL RESOURCE VALUE
     palisade help    [COMMAND]
 
 Every flag can also be set by an environment variable named after it:
