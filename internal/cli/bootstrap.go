@@ -324,7 +324,7 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	}
 	fmt.Fprintf(e.stderr, "palisade: bootstrap: client %s is in the cluster; try:\n    palisade acquire --cluster %s --identity %s orders-db\n", pid, clusterPath, keyPath)
 	fmt.Fprintln(e.stdout, "ready")
-	return serveUntilDone(ctx, b.Admin, admitted)
+	return serveHealth(ctx, b.Admin, admitted)
 }
 
 // bootstrapResource waits for the cluster file the nodes publish, then
@@ -357,7 +357,7 @@ func bootstrapResource(ctx context.Context, e *env, cfg Config) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		adminErr = serveUntilDone(ctx, b.Admin, func() error { return probeResource(ctx, probeURL) })
+		adminErr = serveHealth(ctx, b.Admin, func() error { return probeResource(ctx, probeURL) })
 		if adminErr != nil {
 			cancel()
 		}
@@ -406,11 +406,11 @@ func probeResource(ctx context.Context, url string) error {
 	return nil
 }
 
-// serveUntilDone serves the health endpoints on addr until ctx ends (or
+// serveHealth serves the health endpoints on addr until ctx ends (or
 // just waits for ctx if addr is empty): /healthz answers 200 while the
 // process runs, /readyz 200 when ready returns nil and 503 with its error
 // otherwise.
-func serveUntilDone(ctx context.Context, addr string, ready func() error) error {
+func serveHealth(ctx context.Context, addr string, ready func() error) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
