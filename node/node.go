@@ -150,6 +150,8 @@ type Node struct {
 	// laterEra is logged once: a node that is asked about a later era
 	// belongs to a group that was reshared and should be stopped.
 	laterEra sync.Once
+
+	ops ops // metrics, member probes, the client list (ops.go)
 }
 
 // New starts a node on host h: it registers the protocol handlers and
@@ -172,6 +174,7 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	}
 	n.verifier = verifier.New(cfg.Cluster, verifier.WithCacheSize(verifiedTokenCache))
 	n.initLimits()
+	n.initOps()
 	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.guard(protocol.ProtoStatus, n.handleStatus)))
 	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.guard(protocol.ProtoAcquire, n.handleAcquire)))
 	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.guard(protocol.ProtoCommit, n.handleCommit)))
@@ -378,7 +381,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
 	}
 	// S6: only authorised client identities acquire, per resource pattern.
-	if c, ok := n.cfg.Cluster.Client(holder.ID); !ok || !c.Allows(req.Resource) {
+	if c, ok := n.client(holder.ID); !ok || !c.Allows(req.Resource) {
 		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder.ID, req.Resource)), nil
 	}
 	if e := n.laterEraEpoch(req.Epoch, req.Proof); e != 0 {

@@ -45,9 +45,6 @@ type BootstrapConfig struct {
 	// member's and the client's peer ID, the client and the resource for
 	// the cluster file (--join-timeout). Default 2m.
 	JoinTimeout time.Duration
-	// Admin is the HTTP address of the health endpoints /healthz and
-	// /readyz (--admin); empty serves none. Default empty.
-	Admin string
 }
 
 // defaultJoinTimeout is BootstrapConfig.JoinTimeout's default.
@@ -83,7 +80,7 @@ func bootstrapFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&b.Index, "index", b.Index, "")
 	fs.StringVar(&b.Addr, "addr", b.Addr, "")
 	fs.DurationVar(&b.JoinTimeout, "join-timeout", b.JoinTimeout, "")
-	fs.StringVar(&b.Admin, "admin", b.Admin, "")
+	adminFlag(fs, c)
 	dirFlag(fs, c)
 	fs.StringVar(&c.Identity, "identity", c.Identity, "")
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "")
@@ -169,12 +166,8 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 	if err := publishFile(b.Shared, node.ClusterFileName, filepath.Join(cfg.Dir, node.ClusterFileName)); err != nil {
 		return err
 	}
-	if b.Admin != "" {
-		// TODO(i13-ops): pass b.Admin to the node's readiness endpoint
-		// ("palisade node --admin") once it lands; until then a node
-		// started by bootstrap serves no health endpoint.
-		fmt.Fprintf(e.stderr, "palisade: bootstrap: --admin %s: this build's node has no admin endpoint yet\n", b.Admin)
-	}
+	// "palisade node", with --admin (cfg.Ops.Admin) serving its metrics,
+	// /healthz and /readyz (store open, at least t members reachable).
 	return runNode(ctx, e, cfg, nil)
 }
 
@@ -324,7 +317,7 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	}
 	fmt.Fprintf(e.stderr, "palisade: bootstrap: client %s is in the cluster; try:\n    palisade acquire --cluster %s --identity %s orders-db\n", pid, clusterPath, keyPath)
 	fmt.Fprintln(e.stdout, "ready")
-	return serveHealth(ctx, b.Admin, admitted)
+	return serveHealth(ctx, cfg.Ops.Admin, admitted)
 }
 
 // bootstrapResource waits for the cluster file the nodes publish, then
@@ -357,7 +350,7 @@ func bootstrapResource(ctx context.Context, e *env, cfg Config) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		adminErr = serveHealth(ctx, b.Admin, func() error { return probeResource(ctx, probeURL) })
+		adminErr = serveHealth(ctx, cfg.Ops.Admin, func() error { return probeResource(ctx, probeURL) })
 		if adminErr != nil {
 			cancel()
 		}
@@ -677,10 +670,12 @@ client commands can run in its container) until SIGINT or SIGTERM.
 resource: waits for cluster.json, then runs "palisade resource" with it.
 
 Each wait lasts at most --join-timeout and names what is still missing.
-Files written to DIR get DIR's owner. With --admin, client and resource
-serve GET /healthz (200 while running) and GET /readyz (200 once admitted
-by the cluster file, or once the fence answers a request without a token
-with 401; 503 with the reason before).
+Files written to DIR get DIR's owner. --admin ADDR serves health endpoints
+for "palisade probe": a node's are those of "palisade node --admin"
+(GET /readyz: 200 once its store is open and at least t members answer);
+client and resource serve GET /healthz (200 while running) and GET /readyz
+(200 once the cluster file admits the client, or once the fence answers a
+request without a token with 401; 503 with the reason before).
 
 Flags (environment variable in brackets):
     --shared DIR         the shared directory [PALISADE_SHARED]

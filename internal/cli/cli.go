@@ -106,6 +106,8 @@ type Config struct {
 	// Listen is the TCP address resource serves HTTP on (--listen).
 	// Default "127.0.0.1:7070".
 	Listen string
+	// Ops are the settings of the operator commands (ops.go).
+	Ops OpsConfig
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -123,6 +125,8 @@ func DefaultConfig() Config {
 		Cycles:  200,
 
 		Listen: "127.0.0.1:7070",
+
+		Ops: defaultOps(),
 	}
 }
 
@@ -161,14 +165,15 @@ var setupLogging = sync.OnceFunc(func() {
 	// libp2p logs through slog; send them through go-log, so GOLOG_*
 	// controls every subsystem alike.
 	gologshim.SetDefaultHandler(logging.SlogHandler())
-	if os.Getenv("GOLOG_LOG_LEVEL") != "" {
-		return
+	if os.Getenv("GOLOG_LOG_LEVEL") == "" {
+		_ = logging.SetLogLevel("*", "warn") // libp2p and the rest
+		setPalisadeLogLevel("info")
 	}
-	setPalisadeLogLevel("info")
+	applyPalisadeLogLevel()
 })
 
-// setPalisadeLogLevel sets the level of every palisade/* logger. go-log's
-// default, error, stays for everything else.
+// setPalisadeLogLevel sets the level of every palisade/* logger; the
+// others keep theirs (warn unless GOLOG_LOG_LEVEL says otherwise).
 func setPalisadeLogLevel(level string) {
 	for _, s := range logging.GetSubsystems() {
 		if strings.HasPrefix(s, "palisade/") {
@@ -187,7 +192,7 @@ type command struct {
 
 var commands = map[string]command{
 	"keygen":   {keygenUsage, runKeygen, keygenFlags},
-	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"node":     {nodeUsage, runNode, nodeFlags},
 	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
 	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
@@ -198,6 +203,10 @@ var commands = map[string]command{
 	"identity": {identityUsage, runIdentity, identityFlags},
 	"dkg":      {dkgUsage, runDKG, ceremonyFlags},
 	"reshare":  {reshareUsage, runReshare, reshareFlags},
+	"probe":    {probeUsage, runProbe, timeoutFlag},
+	"status":   {statusUsage, runStatus, statusFlags},
+	"audit":    {auditUsage, runAudit, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"clients":  {clientsUsage, runClients, clientsFlags},
 
 	// What docker-compose.yml runs (bootstrap.go, put.go).
 	"bootstrap": {bootstrapUsage, runBootstrap, bootstrapFlags},
@@ -265,7 +274,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "palisade: run \"palisade %s -h\" for usage.\n", ue.cmd)
 			}
 		}
-		return 1
+		return exitStatus(err)
 	}
 	return 0
 }
