@@ -95,7 +95,7 @@ func runPut(ctx context.Context, e *env, cfg Config, args []string) error {
 		lock, err = c.TryAcquire(ctx, name, client.WithTTL(cfg.TTL))
 	}
 	if err != nil {
-		return acquireError(name, cluster, diagnose(ctx, c, name, err))
+		return fmt.Errorf("put: acquire %q: %w", name, diagnose(ctx, c, name, err))
 	}
 	start := time.Now()
 	tok := lock.Token()
