@@ -160,10 +160,7 @@ func putOnce(ctx context.Context, target string, tok protocol.Token, value strin
 // keyURL is the URL of resource name's value at the resource base.
 func keyURL(base, name string) (string, error) {
 	u, err := url.Parse(base)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return "", errors.New("want http://HOST:PORT")
 	}
 	return strings.TrimSuffix(base, "/") + resource.PathPrefix + url.PathEscape(name), nil
