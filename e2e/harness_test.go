@@ -255,11 +255,14 @@ func (tn *testnet) network() string {
 }
 
 // waitHealthy waits until every service's container is healthy, then
-// checks that "compose ps" says so too.
+// checks that "compose ps" says so too. A container that exits or that
+// Docker restarts meanwhile fails the wait at once (a broken image or
+// compose file), with its log.
 func (tn *testnet) waitHealthy(limit time.Duration) {
 	tn.t.Helper()
 	start := time.Now()
 	deadline := start.Add(limit)
+	restarts := map[string]string{}
 	var last string
 	for {
 		ids := tn.containers()
@@ -272,10 +275,17 @@ func (tn *testnet) waitHealthy(limit time.Duration) {
 				healthy = false
 				continue
 			}
-			st, err := tn.run("docker", "inspect", "-f", "{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{else}}no-healthcheck{{end}}", id)
-			st = strings.TrimSpace(st)
+			out, err := tn.run("docker", "inspect", "-f", "{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{else}}no-healthcheck{{end}} {{.RestartCount}}", id)
+			st, count, _ := strings.Cut(strings.TrimSpace(out), " ")
 			if err != nil {
 				st = "inspect-failed"
+			}
+			prev, seen := restarts[svc]
+			if !seen {
+				restarts[svc] = count
+			}
+			if seen && count != prev || strings.HasPrefix(st, "exited/") || strings.HasPrefix(st, "dead/") {
+				tn.t.Fatalf("%s is %s after %d restarts while waiting for health:\n%s", svc, st, atoi(count), tn.logs(svc))
 			}
 			states = append(states, svc+"="+st)
 			healthy = healthy && st == "running/healthy"
@@ -301,6 +311,11 @@ func (tn *testnet) waitHealthy(limit time.Duration) {
 		}
 		require.True(tn.t, found, "compose ps lists no %s:\n%s", svc, ps)
 	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // up starts the project and loads the cluster file the nodes published.
