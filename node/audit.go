@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -64,7 +65,9 @@ func (s AuditSummary) Err() error {
 // matching ErrStoreLocked after a short wait.
 func ReadAudit(dir string, fn func(AuditEntry) error) (AuditSummary, error) {
 	path := filepath.Join(dir, StoreFileName)
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return AuditSummary{}, fmt.Errorf("node: audit: %s has no vote store (has the node run yet?): %w", dir, err)
+	} else if err != nil {
 		return AuditSummary{}, fmt.Errorf("node: audit: %w", err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: auditLockWait})

@@ -76,12 +76,19 @@ var requestNames = map[string]string{
 	protocol.ProtoAbandon: "abandon",
 }
 
-// note counts and logs one answered request. The request and reply are
-// decoded again here, which costs microseconds next to the fsync and
-// pairings of the request itself.
+// zapInfo is zapcore.InfoLevel: the level of the decision log lines.
+const zapInfo = 0
+
+// note counts and logs one answered request. The reply is decoded again
+// here, and the request too when info lines are logged, which costs
+// microseconds next to the fsync and pairings of the request itself.
 func (n *Node) note(proto string, from peer.ID, req, reply []byte) {
-	who := n.peerName(from)
-	resource, epoch := requestSubject(proto, req)
+	var who, resource string
+	var epoch uint64
+	if log.Level() <= zapInfo {
+		who = n.peerName(from)
+		resource, epoch = requestSubject(proto, req)
+	}
 	if proto == protocol.ProtoAcquire {
 		r, err := protocol.UnmarshalAcquireReply(reply)
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/libp2p/go-libp2p/core/peer"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -352,4 +354,55 @@ func TestReadyNeedsProbes(t *testing.T) {
 	require.NoError(t, n.Close())
 	require.ErrorIs(t, n.Ready(context.Background()), ErrClosed)
 	require.Zero(t, n.Reachability().Reachable)
+}
+
+// TestReloadCluster: a running node re-reads its directory's cluster.json:
+// an added client may connect and acquire, a removed one may not, and a
+// file with another group key is refused with the old list kept. Each
+// outcome is counted.
+func TestReloadCluster(t *testing.T) {
+	lc := newLimitsCluster(t)
+	d := lc.loadDir1(t)
+	r, err := d.Start(clockwork.NewRealClock())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	path := filepath.Join(d.Path, ClusterFileName)
+	reloads := func(result string) float64 {
+		v, _ := metricValue(t, r.Node, MetricReloads, "result", result)
+		return v
+	}
+	require.False(t, r.gater.Allowed(lc.stranger))
+
+	with := withClient(t, lc.cluster, "newbie", lc.stranger, "jobs/*")
+	require.NoError(t, with.File.Save(path))
+	rep, err := r.ReloadCluster()
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Clients)
+	require.Len(t, rep.Added, 1)
+	require.True(t, r.gater.Allowed(lc.stranger), "the new client may connect")
+	require.True(t, r.mayAcquire(lc.stranger, "jobs/1"))
+	require.EqualValues(t, 1, reloads("applied"))
+
+	gk, _, err := crypto.Deal(rand.New(rand.NewSource(7)), 4, 3)
+	require.NoError(t, err)
+	other := protocol.NewClusterFile(lc.cluster.File.Name, gk, lc.cluster.File.Nodes, nil)
+	require.NoError(t, other.Save(path))
+	_, err = r.ReloadCluster()
+	require.ErrorIs(t, err, ErrClusterMismatch)
+	require.ErrorContains(t, err, "group key")
+	require.True(t, r.mayAcquire(lc.stranger, "jobs/1"), "old configuration kept")
+	require.EqualValues(t, 1, reloads("refused"))
+
+	require.NoError(t, lc.cluster.File.Save(path)) // newbie removed again
+	rep, err = r.ReloadCluster()
+	require.NoError(t, err)
+	require.Len(t, rep.Removed, 1)
+	require.False(t, r.gater.Allowed(lc.stranger))
+	require.False(t, r.mayAcquire(lc.stranger, "jobs/1"))
+	require.EqualValues(t, 2, reloads("applied"))
+
+	require.NoError(t, os.WriteFile(path, []byte("{"), 0o644))
+	_, err = r.ReloadCluster()
+	require.ErrorIs(t, err, protocol.ErrBadClusterFile)
+	require.EqualValues(t, 2, reloads("refused"))
 }

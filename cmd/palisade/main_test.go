@@ -31,7 +31,13 @@ func TestScript(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"waitfile": cmdWaitFile},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": cmdWaitFile,
+			"freeport": cmdFreePort,
+			"retry":    cmdRetry,
+			"hup":      cmdHup,
+			"envfile":  cmdEnvFile,
+		},
 		Setup: func(e *testscript.Env) error {
 			// Logs at their defaults whatever the caller's environment.
 			e.Setenv("GOLOG_LOG_LEVEL", "")

@@ -1,5 +1,6 @@
 // Package cli is the palisade command line: keygen, node, testnet,
-// acquire, verify, demo, identity, dkg, reshare, resource and help.
+// acquire, verify, demo, identity, dkg, reshare, resource, status, audit,
+// clients, probe and help.
 // cmd/palisade only calls Main.
 //
 // Every command parses its flags with the standard flag package; a flag
