@@ -70,8 +70,8 @@ const bootstrapPoll = 250 * time.Millisecond
 // bootstrapReport is how often a waiting bootstrap says what it waits for.
 const bootstrapReport = 10 * time.Second
 
-// resourceProbeKey is the key the resource role's readiness check asks
-// for, without a token: a serving fence answers 401.
+// resourceProbeKey is the key whose URL the resource role's readiness
+// check asks for the allowed methods (see probeResource).
 const resourceProbeKey = "palisade-readiness-probe"
 
 func bootstrapFlags(fs *flag.FlagSet, c *Config) {
@@ -322,7 +322,7 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 
 // bootstrapResource waits for the cluster file the nodes publish, then
 // runs "palisade resource" with it, and serves --admin: ready once the
-// fence answers a request without a token with 401.
+// resource serves its API (see probeResource).
 func bootstrapResource(ctx context.Context, e *env, cfg Config) error {
 	b := cfg.Bootstrap
 	if err := requireFlag("bootstrap", "data", cfg.Data); err != nil {
@@ -378,12 +378,15 @@ func resourceProbeURL(listen string) (string, error) {
 // probeTimeout bounds one readiness probe of the resource.
 const probeTimeout = 2 * time.Second
 
-// probeResource asks the resource for a key without a token: a fence that
-// serves answers 401; anything else is not ready.
+// probeResource asks the resource which methods a key's URL allows
+// (OPTIONS): a resource that serves its API (which it does only with its
+// store open) answers 405 with an Allow header that lists PUT. The
+// request never reaches the fence, so health checks leave no admit or
+// refuse lines in the resource's log.
 func probeResource(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodOptions, url, nil)
 	if err != nil {
 		return err
 	}
@@ -393,8 +396,8 @@ func probeResource(ctx context.Context, url string) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		return fmt.Errorf("resource: a request without a token got %s, want 401", resp.Status)
+	if allow := resp.Header.Get("Allow"); resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, http.MethodPut) {
+		return fmt.Errorf("resource: OPTIONS %s got %s (Allow: %q), want 405 allowing PUT", url, resp.Status, allow)
 	}
 	return nil
 }
@@ -674,8 +677,8 @@ Files written to DIR get DIR's owner. --admin ADDR serves health endpoints
 for "palisade probe": a node's are those of "palisade node --admin"
 (GET /readyz: 200 once its store is open and at least t members answer);
 client and resource serve GET /healthz (200 while running) and GET /readyz
-(200 once the cluster file admits the client, or once the fence answers a
-request without a token with 401; 503 with the reason before).
+(200 once the cluster file admits the client, or once the resource serves
+its API; 503 with the reason before).
 
 Flags (environment variable in brackets):
     --shared DIR         the shared directory [PALISADE_SHARED]

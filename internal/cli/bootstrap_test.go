@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -302,4 +303,33 @@ func freePorts(t *testing.T, n int) []int {
 	ports, err := testnet.FreePorts(n)
 	require.NoError(t, err)
 	return ports
+}
+
+// TestProbeResource: the resource role is ready only when the resource's
+// API answers OPTIONS with 405 allowing PUT.
+func TestProbeResource(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, http.MethodOptions, r.Method)
+		if r.URL.Path == "/kv/"+resourceProbeKey {
+			w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	require.NoError(t, probeResource(ctx, srv.URL+"/kv/"+resourceProbeKey))
+	require.ErrorContains(t, probeResource(ctx, srv.URL+"/elsewhere"), "got 200 OK")
+	srv.Close()
+	require.ErrorContains(t, probeResource(ctx, srv.URL+"/kv/"+resourceProbeKey), "connection refused")
+
+	u, err := resourceProbeURL("0.0.0.0:7070")
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:7070/kv/"+resourceProbeKey, u)
+	u, err = resourceProbeURL("10.77.0.20:7070")
+	require.NoError(t, err)
+	require.Equal(t, "http://10.77.0.20:7070/kv/"+resourceProbeKey, u)
+	_, err = resourceProbeURL("7070")
+	require.Error(t, err)
 }
