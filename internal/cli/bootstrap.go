@@ -148,6 +148,8 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 
 	d, err := node.LoadDir(cfg.Dir)
 	switch {
+	case err == nil && d.Share.Index() != b.Index:
+		return fmt.Errorf("bootstrap: %s holds node %d's keys, not node %d's: is another node's volume mounted here?", cfg.Dir, d.Share.Index(), b.Index)
 	case err == nil:
 		if err := eraseStale(filepath.Join(cfg.Dir, dkg.StateFileName)); err != nil {
 			return err

@@ -240,6 +240,15 @@ func TestBootstrap(t *testing.T) {
 	for _, r := range []*bgRun{n1, n2, n3, n4, cl, res} {
 		require.Equal(t, 0, r.stop(t), "%s:\n%s", r.name, r.stderr.String())
 	}
+
+	// Node 1's volume mounted for node 2 is refused before anything runs.
+	swapped := nodeArgs(2)
+	for i, a := range swapped {
+		swapped[i] = strings.ReplaceAll(a, filepath.Join(base, "node2"), filepath.Join(base, "node1"))
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, Run(ctx, swapped, &out, &errb))
+	require.Contains(t, errb.String(), "holds node 1's keys, not node 2's")
 }
 
 // TestBootstrapErrors: bad flags and inconsistent shared directories are
