@@ -386,7 +386,7 @@ func (s *suite) restartUnderLoad(t *testing.T) {
 		require.Empty(t, c.Evidence(), "a client saw a node equivocate")
 	}
 	for i := 1; i <= 4; i++ {
-		out := tn.must("docker", "exec", tn.container(fmt.Sprintf("node%d", i)), "/palisade", "evidence")
+		out := tn.must("docker", "exec", tn.container(fmt.Sprintf("node%d", i)), "/palisade", "evidence", "--dir", "/data/node")
 		require.Equal(t, "no evidence", strings.TrimSpace(out), "node%d", i)
 	}
 	for _, r := range resources {
