@@ -81,6 +81,10 @@ type Config struct {
 	Cycles int
 	// Contended makes bench's clients share one resource (--contended).
 	Contended bool
+	// Bootstrap holds the settings of bootstrap only (bootstrap.go).
+	Bootstrap BootstrapConfig
+	// Put holds the settings of put only (put.go).
+	Put PutConfig
 	// Members is the member list file of dkg and reshare (--members). No
 	// default.
 	Members string
@@ -225,6 +229,10 @@ var commands = map[string]command{
 	"status":  {statusUsage, runStatus, statusFlags},
 	"audit":   {auditUsage, runAudit, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
 	"clients": {clientsUsage, runClients, clientsFlags},
+
+	// What docker-compose.yml runs (bootstrap.go, put.go).
+	"bootstrap": {bootstrapUsage, runBootstrap, bootstrapFlags},
+	"put":       {putUsage, runPut, putFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

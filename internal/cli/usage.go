@@ -25,6 +25,8 @@ Usage:
     palisade audit   --dir DIR/nodeI
     palisade clients (list | add NAME PEERID | set-patterns NAME | remove NAME) --cluster FILE [--patterns P,...]
     palisade probe   [--timeout D] URL
+    palisade bootstrap node|client|resource --shared DIR [...]
+    palisade put     --cluster FILE --identity FILE --url URL RESOURCE VALUE
     palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
     palisade version
     palisade completion bash|zsh
