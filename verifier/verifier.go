@@ -80,6 +80,7 @@ type Verifier struct {
 	proofRequired bool
 	replay        *pop.Replay
 	checked       atomic.Uint64 // SignatureChecks
+	group         *checkGroup   // concurrent checks share batches (group.go)
 }
 
 // Option configures a Verifier.
@@ -113,7 +114,7 @@ func New(c *protocol.Cluster, opts ...Option) *Verifier {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	v := &Verifier{cluster: c.ID, key: c.Key.PublicKey()}
+	v := &Verifier{cluster: c.ID, key: c.Key.PublicKey(), group: newCheckGroup()}
 	if o.cacheSize > 0 {
 		v.cache = newTokenCache(o.cacheSize)
 	}
@@ -226,13 +227,19 @@ func (v *Verifier) precheck(tok *protocol.Token) (cached bool, err error) {
 }
 
 // checkSignature checks the token's signature with the pairing check,
-// unless precheck found it in the cache, and remembers a success. S2
-// unforgeability: this is where a resource refuses a token that f nodes
-// (with any clients) signed without a quorum.
+// unless precheck found it in the cache, and remembers a success; checks
+// of concurrent callers share batches (group.go). S2 unforgeability: this
+// is where a resource refuses a token that f nodes (with any clients)
+// signed without a quorum.
 func (v *Verifier) checkSignature(tok *protocol.Token, cached bool) error {
 	if cached {
 		return nil
 	}
+	return v.group.check(v, tok)
+}
+
+// checkOne is one token's pairing check.
+func (v *Verifier) checkOne(tok *protocol.Token) error {
 	v.checked.Add(1)
 	if err := v.key.Verify(tok.Statement.SignedBytes(), tok.Signature); err != nil {
 		return invalid(*tok, err)
