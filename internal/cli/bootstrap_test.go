@@ -282,7 +282,7 @@ func TestBootstrapErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stderr := run(tt.args...)
-			require.Equal(t, 1, code)
+			require.Equal(t, ExitUsage, code)
 			require.Contains(t, stderr, "palisade: error: bootstrap: ")
 			require.Contains(t, stderr, tt.want)
 		})
