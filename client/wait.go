@@ -23,32 +23,67 @@ var errNoTurn = errors.New("client: too few nodes answer the wait")
 
 // waitTurn blocks until t members say the resource is free for p's
 // session, or ctx ends. It seeds p's floor from their epochs.
+//
+// It first registers with every member (a Wait answered at once), which
+// queues the session and tells its place, the cohort; then it long-polls
+// the members that did not say free, claiming the (f+1)-th lowest cohort
+// they gave. A member that queued the session one cohort later (its
+// request arrived just after a handoff there) moves it up, so the members
+// agree on who is first (see node's queue.claim).
 func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 	ctx, cancel := c.linked(ctx)
 	defer cancel()
-	maxWait := c.cfg.RequestTimeout * 4 / 5
-	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Session: p.holder.Session, MaxWait: maxWait}.Marshal()
+	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Session: p.holder.Session}
+	free := map[int]uint64{} // member index -> its epoch
+	var cohorts []uint64
+	replies := c.fanOut(ctx, protocol.ProtoWait, req.Marshal())
+	for range c.members {
+		var r reply
+		select {
+		case r = <-replies:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wr, err := c.waitReply(p, r.b, r.err)
+		if err != nil {
+			continue // the long poll asks it again
+		}
+		if wr.Free {
+			free[r.m.index] = wr.LastEpoch
+		}
+		if wr.Cohort > 0 {
+			cohorts = append(cohorts, wr.Cohort)
+		}
+	}
+	if len(free) < c.t && len(cohorts) > c.f {
+		sort.Slice(cohorts, func(i, j int) bool { return cohorts[i] < cohorts[j] })
+		req.Cohort = cohorts[c.f]
+	}
+	req.MaxWait = c.cfg.RequestTimeout * 4 / 5
+	return c.pollTurn(ctx, p, req, free)
+}
+
+// pollTurn long-polls the members not yet in free until t members said
+// free, or too few can.
+func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequest, free map[int]uint64) error {
 	type turn struct {
 		index int
 		epoch uint64
 		err   error // the member cannot say
 	}
+	b := req.Marshal()
 	turns := make(chan turn, len(c.members))
+	polling := 0
 	for _, m := range c.members {
+		if _, ok := free[m.index]; ok {
+			continue
+		}
+		polling++
 		if !c.goFunc(func() {
 			for ctx.Err() == nil {
 				start := c.cfg.Clock.Now()
-				b, err := c.callFor(ctx, m, protocol.ProtoWait, req, maxWait+c.cfg.RequestTimeout)
-				var wr protocol.WaitReply
-				if err == nil {
-					wr, err = protocol.UnmarshalWaitReply(b)
-				}
-				if err == nil {
-					err = wr.Err()
-				}
-				if err == nil && p.era.Beyond(wr.LastEpoch) {
-					err = fmt.Errorf("%w (epoch %d)", errLaterEra, wr.LastEpoch)
-				}
+				rb, err := c.callFor(ctx, m, protocol.ProtoWait, b, req.MaxWait+c.cfg.RequestTimeout)
+				wr, err := c.waitReply(p, rb, err)
 				if err != nil || wr.Free {
 					turns <- turn{index: m.index, epoch: wr.LastEpoch, err: err}
 					return
@@ -67,8 +102,14 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 		}
 	}
 	var epochs []uint64
+	for _, e := range free {
+		epochs = append(epochs, e)
+	}
 	failed := 0
-	for range c.members {
+	for k := 0; len(epochs) < c.t; k++ {
+		if k == polling {
+			return errNoTurn
+		}
 		var tn turn
 		select {
 		case tn = <-turns:
@@ -82,13 +123,27 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 			}
 			continue
 		}
-		if epochs = append(epochs, tn.epoch); len(epochs) == c.t {
-			// S5: at least one honest member is at or above the
-			// (f+1)-th highest epoch reported.
-			sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
-			p.know(epochs[c.f])
-			return nil
-		}
+		epochs = append(epochs, tn.epoch)
 	}
-	return errNoTurn
+	// S5: at least one honest member is at or above the (f+1)-th highest
+	// epoch reported.
+	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
+	p.know(epochs[c.f])
+	return nil
+}
+
+// waitReply decodes a member's answer to Wait: a refusal, a malformed
+// reply or an epoch beyond this cluster file's era is an error.
+func (c *Client) waitReply(p *planner, b []byte, err error) (protocol.WaitReply, error) {
+	var wr protocol.WaitReply
+	if err == nil {
+		wr, err = protocol.UnmarshalWaitReply(b)
+	}
+	if err == nil {
+		err = wr.Err()
+	}
+	if err == nil && p.era.Beyond(wr.LastEpoch) {
+		err = fmt.Errorf("%w (epoch %d)", errLaterEra, wr.LastEpoch)
+	}
+	return wr, err
 }

@@ -175,7 +175,11 @@ func TestQueueOrder(t *testing.T) {
 	}
 	require.Equal(t, []protocol.Holder{alice, second, third}, order(), "cohort first, then rank")
 
-	// The reservation: alice has ReserveFor from when she became first.
+	// The reservation: alice (polling, like everyone) has ReserveFor from
+	// when she became first.
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
+	}
 	h, left, dropped, ok := q.reservation(at(3*time.Second), time.Second)
 	require.True(t, ok)
 	require.Equal(t, alice, h)
@@ -196,11 +200,43 @@ func TestQueueOrder(t *testing.T) {
 	require.Equal(t, second, h)
 	require.Equal(t, time.Second, left)
 
+	// A first waiter that is not there to take its turn (no poll, not
+	// told its turn, not seen for pollGap) is passed over at once; one
+	// told its turn keeps it while it comes for it.
+	q.waiters[q.find(second)].polls = 0
+	q.tell(third, at(9*time.Second))
+	q.waiters[q.find(third)].polls = 0
+	h, _, dropped, _ = q.reservation(at(9*time.Second+pollGap), time.Second)
+	require.Equal(t, []protocol.Holder{second}, dropped)
+	require.Equal(t, third, h)
+	require.Equal(t, []protocol.Holder{third}, order())
+
 	// Waiters that stopped asking leave after the TTL; polling ones stay.
+	require.True(t, q.touch(alice, 50, rank(res, alice), 8, at(20*time.Second)))
 	q.waiters[q.find(third)].polls = 1
 	gone := q.prune(at(30*time.Second), 2*time.Second)
-	require.Equal(t, []protocol.Holder{second}, gone)
+	require.Equal(t, []protocol.Holder{alice}, gone)
 	require.Equal(t, []protocol.Holder{third}, order())
+
+	// A served session (its lease committed here) leaves and is not
+	// queued again by a long poll still in flight.
+	require.True(t, q.committed(third))
+	require.False(t, q.touch(third, 51, rank(res, third), 8, at(31*time.Second)))
+	require.True(t, q.idle())
+}
+
+// TestQueueClaim: a waiter another node put one cohort earlier moves up
+// here when it claims it, and no further.
+func TestQueueClaim(t *testing.T) {
+	q := newQueue()
+	q.touch(alice, 8, rank(stateRes, alice), 8, stateBase)
+	q.claim(alice, 5)
+	require.EqualValues(t, 8, q.cohortOf(alice), "more than one cohort up: refused")
+	q.claim(alice, 7)
+	require.EqualValues(t, 7, q.cohortOf(alice))
+	q.claim(alice, 9)
+	require.EqualValues(t, 7, q.cohortOf(alice), "a claim never moves a waiter back")
+	require.Zero(t, q.cohortOf(bob))
 }
 
 // TestCohort: a waiter behind a live committed lease waits for that lease's

@@ -352,9 +352,22 @@ func (n *Node) serveOne(s network.Stream, proto string, from peer.ID, fn handler
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
 	_ = s.SetWriteDeadline(time.Now().Add(timeout))
+	stopWatch := func() bool { return false }
+	if proto == protocol.ProtoWait {
+		// A long poll ends when its client goes away (it reset the
+		// stream: it got its turn from other nodes, or gave up), so the
+		// waiter does not look alive here after it left.
+		stopWatch = watchReset(s, cancel)
+	}
+	watching := true
+	defer func() {
+		if watching {
+			stopWatch()
+		}
+	}()
 
-	release, ok := n.enter(from, proto) // S6: in-flight requests are bounded per peer
-	if !ok {
+	release, entered := n.enter(from, proto) // S6: in-flight requests are bounded per peer
+	if !entered {
 		log.Debugw("too many requests in flight", "peer", from, "proto", proto)
 		return false
 	}
@@ -381,7 +394,46 @@ func (n *Node) serveOne(s network.Stream, proto string, from peer.ID, fn handler
 	if hook := n.cfg.Hooks.Reply; hook != nil {
 		reply = hook(proto, from, reply)
 	}
+	// The watch stops before the reply leaves: the client may send its
+	// next request as soon as it has the reply.
+	watching = false
+	if stopWatch() {
+		return false // a byte arrived before the reply
+	}
 	return protocol.WriteFrame(s, reply) == nil
+}
+
+// watchReset calls cancel if s's far side resets or closes it while a
+// request is served (a client sends nothing more on a stream before it
+// has the reply, so a read returns only then). The returned stop ends the
+// watch and waits for it, leaving s readable for the next request; it
+// reports broken if a byte arrived before the reply (a protocol error:
+// the stream must be reset).
+func watchReset(s network.Stream, cancel context.CancelFunc) (stop func() (broken bool)) {
+	done := make(chan struct{})
+	stopping := make(chan struct{})
+	var got bool
+	go func() {
+		defer close(done)
+		var b [1]byte
+		k, err := s.Read(b[:])
+		got = k > 0
+		if err == nil || got {
+			cancel()
+			return
+		}
+		select {
+		case <-stopping: // our own deadline ended the read
+		default:
+			cancel() // reset or closed by the client
+		}
+	}()
+	return func() bool {
+		close(stopping)
+		_ = s.SetReadDeadline(time.Now())
+		<-done
+		return got
+	}
 }
 
 // enter takes one of the peer's in-flight slots: long polls (Wait) have
@@ -622,6 +674,7 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
+	defer n.served(from, req.Token)
 	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
 		return n.cfg.Rules.Commit(rec, from.String(), req.Token, verified, req.TTL, now)
 	})
@@ -685,6 +738,7 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
+	defer n.served(from, req.Token)
 	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
 		return n.cfg.Rules.Release(rec, req.Token, verified, now)
 	})

@@ -39,17 +39,37 @@ type queue struct {
 	// progress (also of waiters the queue had no room for).
 	changed chan struct{}
 	polls   int
+	// done are the last lock sessions whose lease was committed here: a
+	// long poll of theirs still in flight must not queue them again.
+	done [doneSessions]protocol.Holder
+	next int
 }
+
+// doneSessions is how many committed sessions a queue remembers.
+const doneSessions = 16
 
 type waiter struct {
 	holder protocol.Holder
 	cohort uint64
 	rank   uint64
 	// seen is the last request of the waiter; polls counts its long polls
-	// in progress. A waiter is alive while it polls or for WaiterTTL after
-	// it was last seen.
+	// in progress; told is when this node last told it the resource is
+	// free for it. A waiter keeps its place while it polls or for
+	// WaiterTTL after it was last seen, but it is first in line only if it
+	// is still there to take its turn (see reservation).
 	seen  time.Time
 	polls int
+	told  time.Time
+}
+
+// pollGap is how long a waiter may be between two of its long polls (it
+// just had an answer and asks again) and still be taken for present.
+const pollGap = 250 * time.Millisecond
+
+// present reports whether w can take its turn now: it polls, was told
+// its turn within reserveFor, or asked within pollGap.
+func (w waiter) present(now time.Time, reserveFor time.Duration) bool {
+	return w.polls > 0 || (!w.told.IsZero() && now.Sub(w.told) < reserveFor) || now.Sub(w.seen) < pollGap
 }
 
 func newQueue() *queue { return &queue{changed: make(chan struct{})} }
@@ -99,11 +119,57 @@ func (q *queue) touch(h protocol.Holder, cohort, rank uint64, max int, now time.
 		q.waiters[i].seen = now
 		return false
 	}
-	if len(q.waiters) >= max {
+	if len(q.waiters) >= max || q.served(h) {
 		return false
 	}
 	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, rank: rank, seen: now})
 	return true
+}
+
+// claim moves h up to cohort c, the place the (f+1)-th lowest of the
+// nodes gave it (protocol.WaitRequest.Cohort), if that is exactly one
+// earlier: a request that reached this node just after a handoff and one
+// that reached the others just before get the same place. A claim cannot
+// move a waiter up further.
+func (q *queue) claim(h protocol.Holder, c uint64) {
+	if i := q.find(h); i >= 0 && c > 0 && c+1 == q.waiters[i].cohort {
+		q.waiters[i].cohort = c
+	}
+}
+
+// tell records that h was told at now that it is first on a free
+// resource.
+func (q *queue) tell(h protocol.Holder, now time.Time) {
+	if i := q.find(h); i >= 0 {
+		q.waiters[i].told = now
+	}
+}
+
+// cohortOf is h's cohort, 0 if it is not queued.
+func (q *queue) cohortOf(h protocol.Holder) uint64 {
+	if i := q.find(h); i >= 0 {
+		return q.waiters[i].cohort
+	}
+	return 0
+}
+
+// committed records that h's lease was committed: it leaves the queue
+// (reported by left) and is not queued again.
+func (q *queue) committed(h protocol.Holder) (left bool) {
+	if !q.served(h) {
+		q.done[q.next] = h
+		q.next = (q.next + 1) % doneSessions
+	}
+	return q.remove(h)
+}
+
+func (q *queue) served(h protocol.Holder) bool {
+	for _, d := range q.done {
+		if d == h {
+			return true
+		}
+	}
+	return false
 }
 
 // remove drops h's entry; it reports whether there was one.
@@ -155,14 +221,21 @@ func (q *queue) head() (waiter, bool) {
 
 // reservation says whom a free resource is held for at now, and for how
 // much longer: the first waiter, for reserveFor from when it became first
-// on a free resource. A first waiter that let its reservation run out
-// leaves the queue (dropped lists it) and the next one's starts.
+// on a free resource. A first waiter that let its reservation run out, or
+// that is not there to take its turn (it neither polls nor was told its
+// turn: a client that gave up, or a session served elsewhere), leaves the
+// queue (dropped lists it) and the next one's turn starts.
 func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol.Holder, left time.Duration, dropped []protocol.Holder, ok bool) {
 	for {
 		w, ok := q.head()
 		if !ok {
 			q.reserved = protocol.Holder{}
 			return protocol.Holder{}, 0, dropped, false
+		}
+		if !w.present(now, reserveFor) {
+			q.remove(w.holder)
+			dropped = append(dropped, w.holder)
+			continue
 		}
 		if q.reserved != w.holder {
 			q.reserved, q.since = w.holder, now
@@ -186,5 +259,5 @@ func (q *queue) notify() {
 	q.changed = make(chan struct{})
 }
 
-// idle reports whether the queue can be dropped.
+// idle reports whether the queue holds no waiter.
 func (q *queue) idle() bool { return len(q.waiters) == 0 }

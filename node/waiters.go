@@ -47,6 +47,13 @@ func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) 
 	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
 	first, left, dropped, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
 	n.forget(dropped)
+	if log.Level() <= zapDebugLevel {
+		var line []string
+		for _, w := range q.waiters {
+			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x polls=%d", n.clientName(w.holder.ID), w.holder.Session[:2], w.cohort, w.rank>>48, w.polls))
+		}
+		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Short(), "dropped", len(dropped), "queue", line)
+	}
 	if len(dropped) > 0 {
 		q.notify()
 	}
@@ -102,7 +109,7 @@ func (n *Node) changed(sh *shard, o Outcome) {
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
 		q.busy()
-		if l.Committed && q.remove(l.Holder) {
+		if l.Committed && q.committed(l.Holder) {
 			n.forget([]protocol.Holder{l.Holder})
 		}
 	}
@@ -110,7 +117,34 @@ func (n *Node) changed(sh *shard, o Outcome) {
 	n.dropIdle(sh, o.Next.Resource, q)
 }
 
-// dropIdle removes an empty queue nobody polls. The caller holds sh.mu.
+// served takes the session tok names out of its resource's queue for good
+// when its holder commits or releases it, whatever this node made of the
+// request: the session has its token, so it waits no more. (A Commit can
+// reach a node after the Release, or be refused there; without this, the
+// session would stay first in line and hold the resource for ReserveFor.)
+// Only the holder's own requests count, so nobody can take another
+// client's place away.
+func (n *Node) served(from peer.ID, tok protocol.Token) {
+	if from.String() != tok.Holder.ID {
+		return
+	}
+	sh := n.shard(tok.Resource)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q := sh.queues[tok.Resource]
+	if q == nil {
+		return
+	}
+	if q.committed(tok.Holder) {
+		n.forget([]protocol.Holder{tok.Holder})
+		q.notify()
+	}
+	n.dropIdle(sh, tok.Resource, q)
+}
+
+// dropIdle removes an empty queue nobody polls and no lease holds (its
+// record of committed sessions still matters while a lease lives). The
+// caller holds sh.mu.
 func (n *Node) dropIdle(sh *shard, resource string, q *queue) {
 	if q.idle() && q.polls == 0 {
 		delete(sh.queues, resource)
@@ -138,7 +172,7 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 	wait := min(req.MaxWait, maxWait(n.cfg.RequestTimeout))
 	deadline := n.clock.Now().Add(wait)
 	for first := true; ; first = false {
-		st, changed, wake, err := n.waitState(ctx, req.Resource, holder, first)
+		st, changed, wake, err := n.waitState(ctx, req.Resource, holder, req.Cohort, first)
 		if err == nil && first {
 			defer n.unpoll(req.Resource, holder)
 		}
@@ -168,8 +202,9 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 // waitState is where the resource stands for holder now, the channel that
 // closes when that may change, and when it changes by itself (a lease
 // lapsing, a reservation running out). On the first call of a long poll
-// the holder joins the queue (if there is room) and counts as polling.
-func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, first bool) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, err error) {
+// the holder joins the queue (if there is room; at the place claim says,
+// see queue.claim) and counts as polling.
+func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, claim uint64, first bool) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, err error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -185,8 +220,12 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		if i := q.find(holder); i >= 0 {
 			q.waiters[i].polls++
 		}
+		if claim > 0 && claim+1 == q.cohortOf(holder) {
+			q.claim(holder, claim)
+			q.notify() // the order may have changed
+		}
 	}
-	st = protocol.WaitReply{LastEpoch: rec.LastEpoch}
+	st = protocol.WaitReply{LastEpoch: rec.LastEpoch, Cohort: q.cohortOf(holder)}
 	if l := rec.Lease; l.Active(now) {
 		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder, l.Epoch, l.Expires.Sub(now), !l.Committed
 		return st, q.changed, st.Left, nil
@@ -194,6 +233,7 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 	first2, left, ok := n.reservation(sh, q, resource, now)
 	if !ok || first2 == holder {
 		st.Free = true
+		q.tell(holder, now)
 		return st, q.changed, 0, nil
 	}
 	st.Holder, st.Left, st.Pending = first2, left, true
@@ -273,4 +313,15 @@ func (n *Node) QueueStats() QueueStats {
 		sh.mu.Unlock()
 	}
 	return s
+}
+
+// zapDebugLevel is zapcore.DebugLevel.
+const zapDebugLevel = -1
+
+// clientName names a client identity by its cluster.json name.
+func (n *Node) clientName(id string) string {
+	if c, ok := n.client(id); ok && c.Name != "" {
+		return c.Name
+	}
+	return id
 }

@@ -22,8 +22,15 @@ type WaitRequest struct {
 	// Session is the waiting acquisition's session ID; never zero.
 	Session SessionID
 	// MaxWait is how long the node may hold the request; nodes cap it
-	// (a few seconds).
+	// (a few seconds). Zero asks for the state at once (and joins the
+	// queue).
 	MaxWait time.Duration
+	// Cohort, if not zero, is the place in line the waiter was given by
+	// the (f+1)-th lowest of the nodes (WaitReply.Cohort): a node that put
+	// it one cohort later, because the waiter's request reached it just
+	// after a handoff, moves it up, so every node orders the waiters
+	// alike. A node never moves a waiter up by more than one cohort.
+	Cohort uint64
 }
 
 // WaitReply answers a WaitRequest.
@@ -45,6 +52,9 @@ type WaitReply struct {
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool
+	// Cohort is the waiter's place in this node's line (the lease
+	// generation it waits behind), 0 if the node has no room for it.
+	Cohort uint64
 	// Message explains a refusal.
 	Message string
 }
@@ -62,6 +72,7 @@ func (m WaitRequest) Marshal() []byte {
 	e.str(m.Resource)
 	e.fixed(m.Session[:])
 	e.u64(durMS(m.MaxWait))
+	e.u64(m.Cohort)
 	return e.b
 }
 
@@ -73,6 +84,7 @@ func UnmarshalWaitRequest(b []byte) (WaitRequest, error) {
 		m.Resource = d.resource()
 		m.Session = d.session()
 		m.MaxWait = msDur(d, "max wait")
+		m.Cohort = d.u64("cohort")
 		return m
 	})
 }
@@ -88,6 +100,7 @@ func (m WaitReply) Marshal() []byte {
 	e.u64(m.LeaseEpoch)
 	e.u64(durMS(m.Left))
 	e.flag(m.Pending)
+	e.u64(m.Cohort)
 	e.str(truncate(m.Message))
 	return e.b
 }
@@ -103,6 +116,7 @@ func UnmarshalWaitReply(b []byte) (WaitReply, error) {
 			LeaseEpoch: d.u64("lease epoch"),
 			Left:       msDur(d, "left"),
 			Pending:    d.flag("pending flag"),
+			Cohort:     d.u64("cohort"),
 			Message:    d.str("message", MaxMessageLen),
 		}
 		if d.err == nil && m.Free && !m.Holder.IsZero() {
