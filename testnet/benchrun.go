@@ -176,38 +176,68 @@ type WorkloadResult struct {
 // resource at once or a later grant's token was not higher.
 var ErrExclusion = errors.New("testnet: lock exclusion or token order broken")
 
-// RunWorkload runs w with one client per locker: Warmup cycles each, not
-// measured, then Cycles*len(lockers) measured cycles, each client looping
-// Lock, Unlock on its resource. Its loops are bounded by the cycle budget,
-// by w.Deadline and by ctx. It returns ErrExclusion (with the result) if
-// the grants show two holders at once or tokens out of order.
+// RunWorkload runs w with one client per locker: Warm, then Measure. It
+// returns ErrExclusion (with the result) if the grants show two holders
+// at once or tokens out of order.
 func RunWorkload(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult, error) {
-	if len(lockers) == 0 || w.Cycles < 1 || w.Warmup < 0 {
-		return WorkloadResult{}, fmt.Errorf("testnet: workload %q: need lockers and Cycles >= 1", w.Name)
+	if err := Warm(ctx, lockers, w); err != nil {
+		return WorkloadResult{}, err
 	}
-	if w.Deadline <= 0 {
-		w.Deadline = time.Minute
+	return Measure(ctx, lockers, w)
+}
+
+// check validates w for len(lockers) clients.
+func (w Workload) check(clients int) error {
+	if clients == 0 || w.Cycles < 1 || w.Warmup < 0 {
+		return fmt.Errorf("testnet: workload %q: need lockers and Cycles >= 1", w.Name)
 	}
-	resource := func(i int) string {
-		if w.Shared {
-			return "bench-" + w.Name
-		}
-		return fmt.Sprintf("bench-%s-%d", w.Name, i)
+	return nil
+}
+
+// resource is client i's resource in w.
+func (w Workload) resource(i int) string {
+	if w.Shared {
+		return "bench-" + w.Name
+	}
+	return fmt.Sprintf("bench-%s-%d", w.Name, i)
+}
+
+// Warm runs w.Warmup cycles per client, all clients at once, on the
+// workload's resources (connections, sessions and per-resource state
+// are set up before Measure). A failed cycle fails it.
+func Warm(ctx context.Context, lockers []Locker, w Workload) error {
+	if err := w.check(len(lockers)); err != nil {
+		return err
 	}
 	if err := forEachLocker(lockers, func(i int, l Locker) error {
 		for range w.Warmup {
-			if _, err := lockOnce(ctx, l, resource(i)); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+			if _, err := lockOnce(ctx, l, w.resource(i)); err != nil {
+				return err
 			}
 			if err := unlockOnce(ctx, l); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+				return err
 			}
 		}
 		return nil
 	}); err != nil {
-		return WorkloadResult{}, fmt.Errorf("testnet: workload %q: %w", w.Name, err)
+		return fmt.Errorf("testnet: workload %q: warm-up: %w", w.Name, err)
 	}
+	return nil
+}
 
+// Measure runs the measured phase of w: Cycles*len(lockers) cycles drawn
+// from one budget, each client looping Lock, Unlock on its resource. Its
+// loops are bounded by the budget, by w.Deadline and by ctx. A failed
+// Lock or Unlock is counted and the client goes on. It returns
+// ErrExclusion (with the result) if the grants show two holders at once
+// or tokens out of order.
+func Measure(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult, error) {
+	if err := w.check(len(lockers)); err != nil {
+		return WorkloadResult{}, err
+	}
+	if w.Deadline <= 0 {
+		w.Deadline = time.Minute
+	}
 	mctx, cancel := context.WithTimeout(ctx, w.Deadline)
 	defer cancel()
 	budget := atomic.Int64{}
@@ -218,7 +248,7 @@ func RunWorkload(ctx context.Context, lockers []Locker, w Workload) (WorkloadRes
 	_ = forEachLocker(lockers, func(i int, l Locker) error {
 		for budget.Add(-1) >= 0 && mctx.Err() == nil {
 			t0 := time.Now()
-			token, err := lockOnce(mctx, l, resource(i))
+			token, err := lockOnce(mctx, l, w.resource(i))
 			t1 := time.Now()
 			if err != nil {
 				if mctx.Err() == nil {
@@ -231,7 +261,7 @@ func RunWorkload(ctx context.Context, lockers []Locker, w Workload) (WorkloadRes
 			u := time.Now()
 			err = unlockOnce(ctx, l)
 			t2 := time.Now()
-			grants[i] = append(grants[i], Grant{Client: i, Resource: resource(i), Token: token,
+			grants[i] = append(grants[i], Grant{Client: i, Resource: w.resource(i), Token: token,
 				Granted: t1, Released: u, Acquire: t1.Sub(t0), Release: t2.Sub(u), ReleaseErr: err})
 			if err != nil {
 				failures[i]++
