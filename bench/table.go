@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -14,8 +15,9 @@ import (
 // printTable writes a table with aligned columns: a header, a rule, then
 // the rows; a nil row leaves a blank line.
 func printTable(w io.Writer, header []string, rows [][]string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(cells []string) { fmt.Fprintln(tw, strings.TrimRight(strings.Join(cells, "\t"), "\t ")) }
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	line := func(cells []string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
 	line(header)
 	rule := make([]string, len(header))
 	for i, h := range header {
@@ -29,6 +31,11 @@ func printTable(w io.Writer, header []string, rows [][]string) {
 		line(r)
 	}
 	tw.Flush()
+	for _, l := range strings.SplitAfter(buf.String(), "\n") {
+		if l != "" {
+			fmt.Fprintln(w, strings.TrimRight(l, " \n"))
+		}
+	}
 }
 
 // fmtDur prints a latency with three significant digits or so.
