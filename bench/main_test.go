@@ -50,6 +50,7 @@ func fake(system string, w workload, acquire time.Duration, cps float64, grants 
 	return result{system: system, w: w, WorkloadResult: testnet.WorkloadResult{
 		Acquire: []time.Duration{acquire}, Release: []time.Duration{acquire / 2},
 		Handoff: []time.Duration{acquire / 4}, CyclesPerS: cps, HandoffsPerS: cps / 2, Grants: grants,
+		LongestRun: len(grants),
 	}}
 }
 
@@ -84,8 +85,8 @@ func TestPrintComparison(t *testing.T) {
 	// Fairness: 80 grants over 8 clients, etcd even, Palisade 5 to 30;
 	// only the one-resource runs.
 	require.NotContains(t, fair.String(), "1 client")
-	require.Equal(t, []string{"8", "clients,", "one", "resource", "etcd", "80", "10.0", "10", "10", "1.00"}, find(fair.String(), "8 clients, one resource  etcd", 0))
-	require.Equal(t, []string{"8", "clients,", "one", "resource", "palisade", "80", "10.0", "5", "30", "6.00"}, find(fair.String(), "8 clients, one resource  palisade", 0))
+	require.Equal(t, []string{"8", "clients,", "one", "resource", "etcd", "80", "10.0", "10", "10", "1.00", "0.01", "8"}, find(fair.String(), "8 clients, one resource  etcd", 0))
+	require.Equal(t, []string{"8", "clients,", "one", "resource", "palisade", "80", "10.0", "5", "30", "6.00", "0.01", "8"}, find(fair.String(), "8 clients, one resource  palisade", 0))
 }
 
 func TestPrintSizes(t *testing.T) {

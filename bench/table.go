@@ -178,14 +178,18 @@ func printFairness(w io.Writer, rows []result) {
 		lo, hi := slices.Min(r.Grants), slices.Max(r.Grants)
 		cells = append(cells, []string{r.w.label, r.system, fmt.Sprint(total),
 			fmt.Sprintf("%.1f", float64(total)/float64(len(r.Grants))),
-			fmt.Sprint(lo), fmt.Sprint(hi), fmtRatio(float64(hi), float64(lo))})
+			fmt.Sprint(lo), fmt.Sprint(hi), fmtRatio(float64(hi), float64(lo)),
+			fmtRatio(float64(len(r.Handoff)), float64(total-1)), fmt.Sprint(r.LongestRun)})
 	}
 	if len(cells) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nFairness: grants per client (the clients share one budget of cycles)")
 	fmt.Fprintln(w)
-	printTable(w, []string{"workload", "system", "grants", "fair share", "min", "max", "max/min"}, cells)
+	printTable(w, []string{"workload", "system", "grants", "fair share", "min", "max", "max/min", "handoff share", "longest run"}, cells)
+	fmt.Fprintln(w, `
+handoff share: handoffs / (grants - 1), 1.00 when every grant went to
+another client; longest run: most grants in a row to one client.`)
 }
 
 // printSizes writes the second table: Palisade alone, one client, per

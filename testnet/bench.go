@@ -58,7 +58,7 @@ func (r BenchResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "throughput %.1f acquire+release cycles/s\n", r.CyclesPerS)
 	if r.Options.Contended {
 		fmt.Fprintf(w, "handoffs %.1f/s  gap p50=%v p99=%v\n", r.HandoffsPerS, us(r.Handoff, .5), us(r.Handoff, .99))
-		fmt.Fprintf(w, "grants per client min=%d max=%d fair=%.1f\n", slices.Min(r.Grants), slices.Max(r.Grants), float64(len(r.Acquire))/float64(len(r.Grants)))
+		fmt.Fprintf(w, "grants per client min=%d max=%d fair=%.1f longest-run=%d\n", slices.Min(r.Grants), slices.Max(r.Grants), float64(len(r.Acquire))/float64(len(r.Grants)), r.LongestRun)
 	}
 	if r.Stopped {
 		fmt.Fprintf(w, "stopped at the deadline (%v)\n", r.Options.Deadline)

@@ -161,6 +161,9 @@ type WorkloadResult struct {
 	// HandoffsPerS are Cycles and len(Handoff) over it.
 	Elapsed                  time.Duration
 	CyclesPerS, HandoffsPerS float64
+	// LongestRun is the most consecutive grants of one resource to one
+	// client: with a FIFO queue it is 1 once several clients wait.
+	LongestRun int
 	// Stopped says the run hit its deadline.
 	Stopped bool
 	// Overlaps counts grants that Lock returned before the previous
@@ -300,6 +303,8 @@ func (r *WorkloadResult) analyse(grants [][]Grant) {
 	}
 	for _, gs := range byResource {
 		slices.SortFunc(gs, func(a, b Grant) int { return a.Granted.Compare(b.Granted) })
+		run := 1
+		r.LongestRun = max(r.LongestRun, run)
 		for k := 1; k < len(gs); k++ {
 			prev, g := gs[k-1], gs[k]
 			// Lock returned before the previous holder even began to
@@ -312,7 +317,10 @@ func (r *WorkloadResult) analyse(grants [][]Grant) {
 			}
 			if g.Client != prev.Client {
 				r.Handoff = append(r.Handoff, g.Granted.Sub(prev.Released))
+				run = 0
 			}
+			run++
+			r.LongestRun = max(r.LongestRun, run)
 		}
 	}
 	slices.Sort(r.Acquire)

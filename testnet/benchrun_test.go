@@ -106,6 +106,7 @@ func TestRunWorkloadOneClientNoHandoff(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{5}, r.Grants)
 	require.Empty(t, r.Handoff)
+	require.Equal(t, 5, r.LongestRun)
 }
 
 // TestRunWorkloadTokenRegression: a service that hands out the same token
@@ -146,6 +147,7 @@ func TestAnalyseOverlap(t *testing.T) {
 	require.Zero(t, r.TokenRegressions)
 	require.Equal(t, []time.Duration{-5 * time.Millisecond}, r.Handoff)
 	require.Equal(t, []int{2, 1}, r.Grants)
+	require.Equal(t, 2, r.LongestRun, "client 0 got r twice in a row")
 	require.Equal(t, 3, r.Cycles)
 }
 
