@@ -99,10 +99,10 @@ type member struct {
 }
 
 // Client talks to one cluster. It is safe for concurrent use.
-// Client talks to one cluster. It is safe for concurrent use.
 type Client struct {
 	cfg      Config
 	host     host.Host
+	pool     *transport.Pool // reused streams to the members
 	ownHost  bool
 	members  []member
 	f, t     int
@@ -132,6 +132,10 @@ type Client struct {
 	// round's); evidence is the evidence of equivocation it found.
 	myVotes  map[string]map[int]protocol.SignedVote
 	evidence []protocol.Evidence
+	// known is, per resource, an epoch the cluster has certainly reached
+	// (this client's last token, or what refusals taught it): the next
+	// acquisition starts above it without a status round.
+	known map[string]uint64
 }
 
 // goFunc runs f in a goroutine owned by the client; it reports false, and
@@ -204,6 +208,13 @@ func memberIDs(c *protocol.Cluster) ([]peer.ID, error) {
 // verifierCacheSize bounds the client's verified-token cache.
 const verifierCacheSize = 1024
 
+// poolIdle is how many idle streams the client keeps per member and
+// protocol; knownCap bounds the resources whose epoch it remembers.
+const (
+	poolIdle = 4
+	knownCap = 4096
+)
+
 func newClient(cfg Config, h host.Host) (*Client, error) {
 	f, t := crypto.FaultThreshold(cfg.Cluster.File.N)
 	c := &Client{
@@ -214,6 +225,8 @@ func newClient(cfg Config, h host.Host) (*Client, error) {
 		silent:   map[int]bool{},
 		held:     map[string]chan struct{}{},
 		myVotes:  map[string]map[int]protocol.SignedVote{},
+		known:    map[string]uint64{},
+		pool:     transport.NewPool(h, poolIdle),
 	}
 	for _, n := range cfg.Cluster.File.Nodes {
 		id, err := peer.Decode(n.PeerID)
@@ -261,6 +274,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.pool.Close()
 	if c.ownHost {
 		return c.host.Close()
 	}
@@ -352,13 +366,36 @@ func (c *Client) lock(ctx context.Context, resource string, o acquireOptions, wa
 	return lock, nil
 }
 
-// newPlanner starts the plan of one acquisition by holder.
+// newPlanner starts the plan of one acquisition by holder, above the
+// epoch this client knows the resource reached.
 func (c *Client) newPlanner(resource string, holder protocol.Holder, wait bool) *planner {
-	return &planner{
+	p := &planner{
 		resource: resource, f: c.f, t: c.t, era: c.era, wait: wait,
 		minBackoff: c.cfg.MinBackoff, maxBackoff: c.cfg.MaxBackoff, jitter: c.jitter,
 		holder: holder, backoff: c.cfg.MinBackoff,
 	}
+	p.know(c.knownEpoch(resource))
+	return p
+}
+
+// knownEpoch is the epoch this client knows resource reached, 0 if none.
+func (c *Client) knownEpoch(resource string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known[resource]
+}
+
+// learnEpoch records that resource reached epoch (never lowering it).
+func (c *Client) learnEpoch(resource string, epoch uint64) {
+	if epoch == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.known[resource]; !ok && len(c.known) >= knownCap {
+		clear(c.known) // a cache: forgetting costs one status round
+	}
+	c.known[resource] = max(c.known[resource], epoch)
 }
 
 // acquire drives one acquisition: rounds until one acquires or the
@@ -369,6 +406,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
 	}
 	p := c.newPlanner(resource, protocol.Holder{ID: c.ID(), Session: session}, wait)
+	defer func() { c.learnEpoch(resource, p.learned()) }()
 	for {
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
@@ -377,6 +415,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 		lock, err := c.attempt(ctx, ttl, p)
 		p.ended(c.cfg.Clock.Since(start))
 		if err == nil {
+			p.know(lock.Epoch())
 			return lock, nil
 		}
 		if ctx.Err() != nil {
@@ -387,6 +426,22 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 			return nil, v.err
 		}
 		log.Debugw("acquire round failed", "resource", resource, "round", p.rounds, "took", p.lastRound, "split", p.split, "pause", v.pause, "err", err)
+		if v.kind == verdictBusy {
+			// Push handoff: the nodes answer our long poll when it is
+			// our turn; only if they cannot (too few answer) do we poll
+			// by rounds.
+			werr := c.waitTurn(ctx, p)
+			if werr == nil {
+				continue
+			}
+			if ctx.Err() != nil || c.ctx.Err() != nil {
+				return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, werr, unwrapRetry(err))
+			}
+			log.Debugw("wait for turn failed", "resource", resource, "err", werr)
+		}
+		if v.pause <= 0 {
+			continue
+		}
 		if serr := c.sleep(ctx, v.pause); serr != nil {
 			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, serr, unwrapRetry(err))
 		}
@@ -412,16 +467,20 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// attempt is one acquisition round: status, votes, combine, commit. The
-// planner decides the epoch and what the replies mean.
+// attempt is one acquisition round: status (unless the planner already
+// knows where to start), votes, combine, commit. The planner decides the
+// epoch and what the replies mean.
 func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*Lock, error) {
 	resource := p.resource
 	p.begin()
-	sts, err := c.status(ctx, resource)
-	if err != nil {
-		return nil, err
+	var sts []NodeStatus
+	if !p.blind() {
+		var err error
+		if sts, err = c.status(ctx, resource); err != nil {
+			return nil, err
+		}
+		c.checkEquivocation(resource, sts)
 	}
-	c.checkEquivocation(resource, sts)
 	proof, votesProof := c.proofs(p, sts)
 	epoch := p.pick(sts, proof)
 	stmt := c.cfg.Cluster.Statement(resource, epoch, p.holder)
@@ -435,22 +494,68 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	rctx, cancel := context.WithCancel(c.ctx)
 	ch := c.fanOut(rctx, protocol.ProtoAcquire, req)
 	b := &ballot{epoch: epoch, era: c.era}
-	tok, votes, got := c.collectVotes(ctx, ch, stmt, b, received)
-	p.observe(b)
-	if tok == nil {
-		c.drainLate(ch, len(c.members)-got, stmt, cancel)
-		if err := c.withdraw(ctx, stmt, votes); err != nil {
-			return nil, err
+	r := c.newVoteRound(ch, stmt, b, received)
+	tok := r.collect(ctx, false)
+	if tok != nil {
+		var lock *Lock
+		var err error
+		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl)
+		if tok != nil {
+			cancel()
+			p.observe(b)
+			return lock, err
 		}
-		return nil, p.outcome(b, len(votes))
+		// No valid token after all: the round failed like any other.
 	}
-	cancel()
-	return c.commit(ctx, *tok, ttl, b.suspects())
+	p.observe(b)
+	c.drainLate(ch, len(c.members)-r.got, stmt, cancel)
+	if err := c.withdraw(ctx, stmt, r.voters()); err != nil {
+		return nil, err
+	}
+	return nil, p.outcome(b, len(r.votes))
+}
+
+// commitChecked commits a candidate token while it verifies it (the
+// round trip and the nodes' fsync overlap the client's one pairing), and
+// hands out a Lock only for a token that verified. If the candidate fails,
+// a partial was invalid: the round finds it (Combine), completes a token
+// from other votes if it can and commits that one. It returns the token
+// committed (nil if none could be made) with the commit's outcome.
+func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration) (*protocol.Token, *Lock, error) {
+	verified := make(chan error, 1)
+	if !c.goFunc(func() { verified <- c.verifier.VerifyFor(tok, tok.Resource) }) {
+		return &tok, nil, ErrClosed
+	}
+	sent, left, err := c.commit(ctx, tok, ttl)
+	if verr := <-verified; verr != nil {
+		// S2: never hand out a token that does not verify.
+		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
+		good := r.collect(ctx, true)
+		if good == nil {
+			if err == nil {
+				c.releaseLater(tok) // the holder's own token ends the leases it started
+			}
+			return nil, nil, nil
+		}
+		// The same statement: nodes that started a lease for the bad
+		// token take the good one's commit as a renewal.
+		tok = *good
+		sent, left, err = c.commit(ctx, tok, ttl)
+	}
+	if err != nil {
+		return &tok, nil, err
+	}
+	l := newLock(c, tok, left, sent, r.b.suspects())
+	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
+	return &tok, l, nil
 }
 
 // proofs returns what the round shows lagging nodes, as the planner asks:
 // the highest certified token that verifies, and f+1 signed votes.
 func (c *Client) proofs(p *planner, sts []NodeStatus) (*protocol.Token, []protocol.SignedVote) {
+	if len(sts) == 0 {
+		return nil, nil // a blind round (see planner.blind)
+	}
 	var proof *protocol.Token
 	var votes []protocol.SignedVote
 	if p.needsProof(sts) {
@@ -465,11 +570,7 @@ func (c *Client) proofs(p *planner, sts []NodeStatus) (*protocol.Token, []protoc
 // withdraw abandons the votes of a failed round (see abandon). If the
 // caller gave up (ctx ended), it withdraws them without making it wait
 // and returns ctx's error.
-func (c *Client) withdraw(ctx context.Context, stmt protocol.Statement, votes []crypto.PartialSig) error {
-	voters := make([]int, len(votes))
-	for i, v := range votes {
-		voters[i] = v.Index
-	}
+func (c *Client) withdraw(ctx context.Context, stmt protocol.Statement, voters []int) error {
 	if ctx.Err() != nil {
 		c.goFunc(func() { c.abandon(stmt, voters) })
 		return fmt.Errorf("client: acquire %q: %w", stmt.Resource, ctx.Err())
@@ -527,24 +628,28 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 }
 
 // commit tells every node the token is certified and waits for 2f+1 acks.
-// The lease runs from when the commit was sent.
-func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, suspects []int) (*Lock, error) {
-	sent := c.cfg.Clock.Now()
-	_, _, left, err := c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal())
+// The lease runs from sent, when the commit was sent, for left (the
+// (f+1)-th shortest lease the nodes granted, at most ttl).
+func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration) (sent time.Time, left time.Duration, err error) {
+	sent = c.cfg.Clock.Now()
+	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal())
 	if err != nil {
 		// Some nodes may have started a lease nobody will use: release it
 		// in the background rather than let it block others for its TTL.
-		c.goFunc(func() {
-			rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-			defer cancel()
-			_, _, _, _ = c.quorum(rctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
-		})
-		return nil, err
+		c.releaseLater(tok)
+		return sent, 0, err
 	}
 	if left <= 0 || left > ttl {
 		left = ttl
 	}
-	l := newLock(c, tok, left, sent, suspects)
-	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
-	return l, nil
+	return sent, left, nil
+}
+
+// releaseLater releases tok's leases in the background.
+func (c *Client) releaseLater(tok protocol.Token) {
+	c.goFunc(func() {
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+		defer cancel()
+		_, _, _, _ = c.quorum(rctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
+	})
 }

@@ -98,20 +98,30 @@ func (e *QuorumError) Failed() []int {
 }
 
 // BusyError reports who holds the resource, as more than f nodes said
-// (a committed lease of another holder). A resource this Client itself
-// holds is reported as ErrHeldLocally instead.
+// (a committed lease of another holder), or, with Queued, that the
+// resource is free but reserved for a client that waited before us. A
+// resource this Client itself holds is reported as ErrHeldLocally
+// instead.
 type BusyError struct {
 	Resource string
-	// Holder is the lock session holding the resource.
+	// Holder is the lock session holding the resource (with Queued: the
+	// waiter it is reserved for).
 	Holder protocol.Holder
 	Epoch  uint64
 	Left   time.Duration
 	// Nodes are the indices of the nodes that answered busy.
 	Nodes []int
+	// Queued is set when the nodes hold the free resource for earlier
+	// waiters (push handoff serves waiters in order); Left is then how
+	// long the reservation lasts at most and Epoch is 0.
+	Queued bool
 }
 
 // Error names the holder and how long it has left.
 func (e *BusyError) Error() string {
+	if e.Queued {
+		return fmt.Sprintf("client: %q is reserved for %s, which waited first, for at most %v (nodes %v)", e.Resource, e.Holder.Short(), e.Left.Round(time.Millisecond), e.Nodes)
+	}
 	return fmt.Sprintf("client: %q is held by %s at epoch %d for about %v (nodes %v)", e.Resource, e.Holder.Short(), e.Epoch, e.Left.Round(time.Millisecond), e.Nodes)
 }
 

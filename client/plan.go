@@ -22,8 +22,12 @@ import (
 // signature checks and the sleeping.
 
 // errRetry marks a round that failed for a reason the next round (with a
-// higher epoch) may fix: a stale epoch or split votes.
-type errRetry struct{ err error }
+// higher epoch) may fix: a stale epoch or split votes. stale says the
+// refusals taught the epoch to start from: the next round need not wait.
+type errRetry struct {
+	err   error
+	stale bool
+}
 
 func (e errRetry) Error() string { return e.err.Error() }
 func (e errRetry) Unwrap() error { return e.err }
@@ -129,6 +133,31 @@ type planner struct {
 // begin starts a round: the last round's split no longer applies.
 func (p *planner) begin() { p.split = splitNone }
 
+// know records an epoch the resource certainly reached (this client's
+// last token, or the (f+1)-th highest epoch nodes reported): rounds start
+// above it. S5: such an epoch is one an honest node reached, so starting
+// above it lets no liar inflate ours.
+func (p *planner) know(epoch uint64) {
+	if epoch > 0 && epoch < math.MaxUint64 && epoch+1 > p.floor {
+		p.floor = epoch + 1
+	}
+}
+
+// learned is the highest epoch the acquisition knows the resource
+// reached, 0 if none: the client's next acquisition starts above it.
+func (p *planner) learned() uint64 {
+	if p.floor == 0 {
+		return 0
+	}
+	return p.floor - 1
+}
+
+// blind reports whether the round can skip the status round: the floor
+// already says where to start (the client's last token, or refusals), and
+// no node has asked for proof. A stale start costs no more than a status
+// round would have: the refusals teach the epoch.
+func (p *planner) blind() bool { return p.floor > 0 && !p.wantProof }
+
 // needsProof reports whether the round should verify the certified tokens
 // nodes report: a reported token costs a pairing check, so only if it
 // would raise the epoch we pick, or if a node needs it to catch up.
@@ -136,10 +165,14 @@ func (p *planner) needsProof(sts []NodeStatus) bool {
 	return p.wantProof || highestClaim(p.resource, sts) > nextEpoch(p.f, sts, nil, 0)-1
 }
 
-// pick returns the round's epoch from the statuses and the verified proof
-// (nil if none), using the floor and the hint; the hint is used once.
+// pick returns the round's epoch from the statuses (none in a blind
+// round) and the verified proof (nil if none), using the floor and the
+// hint; the hint is used once.
 func (p *planner) pick(sts []NodeStatus, proof *protocol.Token) uint64 {
-	plain := nextEpoch(p.f, sts, proof, p.floor)
+	plain := p.floor
+	if len(sts) > 0 {
+		plain = nextEpoch(p.f, sts, proof, p.floor)
+	}
 	epoch := max(plain, p.hint)
 	p.hinted, p.hint = epoch > plain, 0
 	return epoch
@@ -177,8 +210,12 @@ func (p *planner) decide(err error) verdict {
 		// Wait about as long as the holder has left, jittered.
 		p.backoff = max(p.minBackoff, min(busy.Left, p.maxBackoff))
 		return verdict{kind: verdictBusy, pause: p.jitter(p.backoff)}
+	case errors.As(err, &retry) && retry.stale && (p.wait || p.rounds < tryRounds):
+		// A stale epoch (a blind round that started below others' last
+		// acquisition): the refusals raised the floor; go again at once.
+		return verdict{kind: verdictRetry}
 	case errors.As(err, &retry) && (p.wait || p.rounds < tryRounds):
-		// Stale epochs and split votes: back off exponentially in
+		// Split votes: back off exponentially in
 		// units of the round time (a fixed cap shorter than a round
 		// keeps contenders in lockstep), ordered by the split.
 		p.backoff = min(2*p.backoff, max(p.maxBackoff, 8*p.lastRound))
@@ -257,9 +294,14 @@ func (b *ballot) fail(m member, err error) {
 // observe records a busy or refusal reply of member m (votes are the
 // driver's).
 func (b *ballot) observe(m member, ar protocol.AcquireReply) {
-	if ar.Kind == protocol.KindBusy {
+	switch ar.Kind {
+	case protocol.KindBusy:
 		b.busy = append(b.busy, busyReply{index: m.index, AcquireReply: ar})
 		b.fail(m, fmt.Errorf("busy: held by %s at epoch %d", ar.Holder.Short(), ar.LeaseEpoch))
+		return
+	case protocol.KindQueued:
+		b.busy = append(b.busy, busyReply{index: m.index, AcquireReply: ar})
+		b.fail(m, fmt.Errorf("queued: reserved for waiter %s", ar.Holder.Short()))
 		return
 	}
 	if !refusalConsistent(b.era, ar, b.epoch) {
@@ -298,7 +340,7 @@ func (p *planner) outcome(b *ballot, votes int) error {
 		if next := stale[p.f] + 1; next > p.floor {
 			p.floor = next
 		}
-		return errRetry{qe}
+		return errRetry{err: qe, stale: true}
 	}
 	var held []busyReply
 	for _, r := range b.busy {
@@ -314,13 +356,14 @@ func (p *planner) outcome(b *ballot, votes int) error {
 		// the order the split suggests.
 		p.learnSplit(p.f, b.epoch, votes, b.stale)
 		p.tally(p.resource, b.epoch, votes, b.busy)
-		return errRetry{qe}
+		return errRetry{err: qe}
 	}
 	return qe
 }
 
-// busyError reports a committed lease that more than f nodes hold: the
-// holder the busy nodes name most, with the shortest time left among them.
+// busyError reports a committed lease, or a reservation for waiters ahead
+// of us (KindQueued), that more than f nodes hold: the holder the busy
+// nodes name most, with the shortest time left among them.
 func busyError(resource string, held []busyReply) *BusyError {
 	count := map[protocol.Holder]int{}
 	be := &BusyError{Resource: resource}
@@ -328,7 +371,7 @@ func busyError(resource string, held []busyReply) *BusyError {
 		be.Nodes = append(be.Nodes, b.index)
 		count[b.Holder]++
 		if count[b.Holder] > count[be.Holder] {
-			be.Holder, be.Epoch = b.Holder, b.LeaseEpoch
+			be.Holder, be.Epoch, be.Queued = b.Holder, b.LeaseEpoch, b.Kind == protocol.KindQueued
 		}
 	}
 	for _, b := range held {

@@ -80,6 +80,53 @@ func TestPlannerPick(t *testing.T) {
 	}
 }
 
+// TestPlannerBlind: a known epoch (the client's last token) sets where
+// rounds start; such rounds skip the status round until a node asks for
+// proof, and what the acquisition learned goes back to the client.
+func TestPlannerBlind(t *testing.T) {
+	p := testPlanner(1, true)
+	require.False(t, p.blind(), "nothing known: ask the nodes")
+	require.Zero(t, p.learned())
+	p.know(41)
+	require.True(t, p.blind())
+	require.EqualValues(t, 42, p.pick(nil, nil))
+	p.know(7)
+	require.EqualValues(t, 42, p.floor, "the floor never decreases")
+	// Stale refusals of more than f nodes move the floor: again, blind.
+	b := &ballot{epoch: 42}
+	for i, last := range []uint64{50, 49, 30} {
+		b.observe(member{index: i + 1}, refusal(protocol.CodeStale, last))
+	}
+	var r errRetry
+	require.ErrorAs(t, p.outcome(b, 0), &r)
+	require.True(t, r.stale)
+	require.True(t, p.blind())
+	require.EqualValues(t, 50, p.pick(nil, nil), "one above the (f+1)-th highest refusal")
+	require.EqualValues(t, 49, p.learned())
+	// A too-far refusal asks for proof: a status round again.
+	b = &ballot{epoch: 50}
+	b.observe(member{index: 1}, refusal(protocol.CodeTooFar, 20))
+	p.observe(b)
+	require.False(t, p.blind())
+	require.EqualValues(t, 50, p.pick(statuses(50, 49, 30), nil), "one above the (f+1)-th highest status")
+}
+
+// TestBallotQueued: nodes that hold a free resource for an earlier waiter
+// count as busy; more than f of them make a Queued BusyError naming it.
+func TestBallotQueued(t *testing.T) {
+	p := testPlanner(1, true)
+	b := &ballot{epoch: 5}
+	for i := 1; i <= 2; i++ {
+		b.observe(member{index: i}, protocol.AcquireReply{Kind: protocol.KindQueued, Holder: bob, Left: 700 * time.Millisecond})
+	}
+	var busy *BusyError
+	require.ErrorAs(t, p.outcome(b, 1), &busy)
+	require.True(t, busy.Queued)
+	require.Equal(t, bob, busy.Holder)
+	require.Contains(t, busy.Error(), "reserved for")
+	require.Equal(t, verdictBusy, p.next(busy).kind)
+}
+
 func TestPlannerNeedsProof(t *testing.T) {
 	claim := func(sts []NodeStatus, i int, resource string, epoch uint64) []NodeStatus {
 		sts[i].Certified = &protocol.Token{Statement: protocol.Statement{Resource: resource, Epoch: epoch}}
@@ -184,7 +231,7 @@ func TestPlannerOutcome(t *testing.T) {
 }
 
 func TestPlannerNext(t *testing.T) {
-	retry := errRetry{&QuorumError{Op: "acquire"}}
+	retry := errRetry{err: &QuorumError{Op: "acquire"}}
 	busy := &BusyError{Resource: planRes, Holder: bob, Left: 200 * time.Millisecond}
 	noNodes := &QuorumError{Op: "status"}
 	refused := &RefusedError{Op: "acquire"}
@@ -208,6 +255,9 @@ func TestPlannerNext(t *testing.T) {
 		{"later after a split waits two rounds more", true, 1, splitLater, 100 * time.Millisecond, retry, verdictRetry, 200*time.Millisecond + 2*planMin},
 		{"stuck votes: wait them out", true, 1, splitStuck, 100 * time.Millisecond, retry, verdictRetry, 300*time.Millisecond + planMin},
 		{"TryAcquire retries quickly", false, tryRounds - 1, splitNone, 0, retry, verdictRetry, 2 * planMin},
+		{"refusals taught the epoch: again at once", true, 1, splitNone, 100 * time.Millisecond, errRetry{err: retry.err, stale: true}, verdictRetry, 0},
+		{"also when trying once", false, tryRounds - 1, splitNone, 0, errRetry{err: retry.err, stale: true}, verdictRetry, 0},
+		{"but within tryRounds", false, tryRounds, splitNone, 0, errRetry{err: retry.err, stale: true}, verdictFail, 0},
 		{"but at most tryRounds rounds", false, tryRounds, splitNone, 0, retry, verdictFail, 0},
 		{"Acquire retries without bound", true, 1000, splitNone, 0, retry, verdictRetry, 2 * planMin},
 	}
@@ -229,7 +279,7 @@ func TestPlannerNext(t *testing.T) {
 // the larger of MaxBackoff and eight round times.
 func TestPlannerBackoffGrows(t *testing.T) {
 	p := testPlanner(1, true)
-	retry := errRetry{&QuorumError{Op: "acquire"}}
+	retry := errRetry{err: &QuorumError{Op: "acquire"}}
 	var pauses []time.Duration
 	for range 10 {
 		p.ended(10 * time.Millisecond)
@@ -303,6 +353,12 @@ func runRandomAcquisition(t *testing.T, seed uint64) {
 		}
 	}
 	rival := protocol.Holder{ID: "rival", Session: protocol.SessionID{byte(seed)}}
+	// Half the acquisitions start from an epoch the client knows (its last
+	// token, which others may have passed since): their rounds skip the
+	// status round while the floor says where to start.
+	if k := uint64(rng.IntN(5)); rng.IntN(2) == 0 && base > era.Floor+k {
+		p.know(base - k)
+	}
 
 	var prevHinted bool
 	for round := 1; ; round++ {
@@ -311,9 +367,17 @@ func runRandomAcquisition(t *testing.T, seed uint64) {
 		start := clock.Now()
 		p.begin()
 
-		// 2f+1 random nodes answer Status; liars report anything.
+		// 2f+1 random nodes answer Status; liars report anything. A
+		// blind round asks none.
 		var sts []NodeStatus
+		if p.blind() {
+			require.Positive(t, p.floor)
+			require.False(t, p.wantProof, "a node asked for proof: only a status round has it")
+		}
 		for _, i := range rng.Perm(n)[:2*f+1] {
+			if p.blind() {
+				break
+			}
 			e := last[i+1]
 			if i+1 <= f {
 				e = lie()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/palisade-dev/palisade/crypto"
-	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -19,11 +18,17 @@ import (
 // failed round leaves behind.
 
 // call sends one request to member m and reads its reply, bounded by
-// RequestTimeout. Every request the client sends goes through it.
+// RequestTimeout, on a reused stream where one is idle (transport.Pool).
+// Every request the client sends goes through it.
 func (c *Client) call(ctx context.Context, m member, proto string, req []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	return c.callFor(ctx, m, proto, req, c.cfg.RequestTimeout)
+}
+
+// callFor is call bounded by timeout instead (a long poll's).
+func (c *Client) callFor(ctx context.Context, m member, proto string, req []byte, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return transport.Call(ctx, c.host, m.id, proto, req, protocol.MaxFrameSize)
+	return c.pool.Call(ctx, m.id, proto, req, protocol.MaxFrameSize)
 }
 
 // reply is one node's answer in a fan-out.
@@ -56,75 +61,132 @@ func (c *Client) linked(ctx context.Context) (context.Context, context.CancelFun
 	return ctx, func() { stop(); cancel() }
 }
 
-// collectVotes reads one round's acquire replies from ch until 2f+1 valid
-// votes combine into a token, the replies still out cannot make a quorum,
-// or ctx ends. Every other reply goes into b; the valid votes' signed
-// statements go into received. It returns the token (nil if none), the
-// partials of the valid votes and how many replies it read.
-func (c *Client) collectVotes(ctx context.Context, ch <-chan reply, stmt protocol.Statement, b *ballot, received map[int]protocol.SignedVote) (tok *protocol.Token, votes []crypto.PartialSig, got int) {
-	msg := stmt.SignedBytes()
-	replied := map[int]bool{}
-	silent := c.silentMembers()
-	for got < len(c.members) && tok == nil {
+// voteRound is the vote-collecting side of one acquire round: the replies
+// of the fan-out on ch, the valid votes so far, and what every other reply
+// showed (b). The valid votes' signed statements go into received.
+type voteRound struct {
+	c        *Client
+	ch       <-chan reply
+	stmt     protocol.Statement
+	b        *ballot
+	received map[int]protocol.SignedVote
+	votes    []crypto.PartialSig
+	got      int // replies read
+	replied  map[int]bool
+	silent   map[int]bool
+}
+
+func (c *Client) newVoteRound(ch <-chan reply, stmt protocol.Statement, b *ballot, received map[int]protocol.SignedVote) *voteRound {
+	return &voteRound{c: c, ch: ch, stmt: stmt, b: b, received: received, replied: map[int]bool{}, silent: c.silentMembers()}
+}
+
+// collect reads acquire replies until t valid votes make a token, the
+// replies still out cannot make a quorum, or ctx ends; it returns the
+// token or nil.
+//
+// With checked false the token is only a candidate: the first t votes
+// interpolated without a pairing (crypto.GroupKey.Interpolate), which the
+// caller verifies while it commits. With checked true (after a candidate
+// failed), votes are combined by crypto.GroupKey.Combine, which verifies
+// the result and finds invalid partials; their nodes are named in b and
+// other votes may complete the token.
+func (r *voteRound) collect(ctx context.Context, checked bool) *protocol.Token {
+	c, t := r.c, r.c.t
+	for {
+		if len(r.votes) >= t {
+			// S1: a token takes t votes at one (resource, epoch), and two
+			// quorums share an honest node, which votes once. S2: only t
+			// partials combine, and nothing is handed out before it
+			// verifies under the group key (see Client.commitChecked).
+			if tok := r.combine(checked); tok != nil {
+				return tok
+			}
+			continue
+		}
 		// Stop waiting once the replies still out cannot make a quorum:
 		// a silent node must not hold every failed round (and, through our
 		// votes, every rival) for RequestTimeout. Members that gave no
 		// reply last time do not count while they stay quiet.
-		out := len(c.members) - got
-		for idx := range silent {
-			if !replied[idx] {
+		out := len(c.members) - r.got
+		for idx := range r.silent {
+			if !r.replied[idx] {
 				out--
 			}
 		}
-		if len(votes)+out < c.t {
-			break
+		if len(r.votes)+out < t {
+			return nil
 		}
-		var r reply
+		var rp reply
 		select {
-		case r = <-ch:
-			got++
-			replied[r.m.index] = true
-			c.markSilent(r.m.index, r.err != nil)
+		case rp = <-r.ch:
+			r.got++
+			r.replied[rp.m.index] = true
+			c.markSilent(rp.m.index, rp.err != nil)
 		case <-ctx.Done():
-			return nil, votes, got
+			return nil
 		}
-		if r.err != nil {
-			b.fail(r.m, r.err)
-			continue
-		}
-		ar, err := protocol.UnmarshalAcquireReply(r.b)
-		if err != nil {
-			// The channel is authenticated: garbage comes from the node.
-			b.fail(r.m, fmt.Errorf("%w: %w", errBadVote, err))
-			continue
-		}
-		if ar.Kind != protocol.KindVote {
-			b.observe(r.m, ar)
-			continue
-		}
-		if err := checkVote(r.m, stmt, ar); err != nil {
-			b.fail(r.m, fmt.Errorf("%w: %w", errBadVote, err))
-			continue
-		}
-		votes = append(votes, ar.Partial)
-		received[r.m.index] = protocol.SignedVote{Node: r.m.index, Statement: stmt, IdentitySig: ar.IdentitySig}
-		if len(votes) >= c.t {
-			// S1: a token takes t votes at one (resource, epoch), and two
-			// quorums share an honest node, which votes once. S2: only t
-			// partials combine. Combine optimistically; a bad partial is dropped and its
-			// node named, and another node's vote may complete the token.
-			sig, bad, err := c.cfg.Cluster.Key.Combine(msg, votes)
-			for _, idx := range bad {
-				b.fail(c.members[idx-1], fmt.Errorf("%w: partial signature does not verify", errBadVote))
-				log.Warnw("node sent an invalid partial", "node", idx, "resource", stmt.Resource, "epoch", stmt.Epoch)
-				votes = dropIndex(votes, idx)
-			}
-			if err == nil {
-				tok = &protocol.Token{Statement: stmt, Signature: sig}
-			}
-		}
+		r.take(rp)
 	}
-	return tok, votes, got
+}
+
+// take sorts one reply: a valid vote joins votes, anything else goes to
+// the ballot.
+func (r *voteRound) take(rp reply) {
+	if rp.err != nil {
+		r.b.fail(rp.m, rp.err)
+		return
+	}
+	ar, err := protocol.UnmarshalAcquireReply(rp.b)
+	if err != nil {
+		// The channel is authenticated: garbage comes from the node.
+		r.b.fail(rp.m, fmt.Errorf("%w: %w", errBadVote, err))
+		return
+	}
+	if ar.Kind != protocol.KindVote {
+		r.b.observe(rp.m, ar)
+		return
+	}
+	if err := checkVote(rp.m, r.stmt, ar); err != nil {
+		r.b.fail(rp.m, fmt.Errorf("%w: %w", errBadVote, err))
+		return
+	}
+	r.votes = append(r.votes, ar.Partial)
+	r.received[rp.m.index] = protocol.SignedVote{Node: rp.m.index, Statement: r.stmt, IdentitySig: ar.IdentitySig}
+}
+
+// combine makes a token of the votes (a candidate unless checked), or
+// drops the partials found bad (naming their nodes) and returns nil.
+func (r *voteRound) combine(checked bool) *protocol.Token {
+	key := r.c.cfg.Cluster.Key
+	var sig crypto.Signature
+	var bad []int
+	var err error
+	if checked {
+		sig, bad, err = key.Combine(r.stmt.SignedBytes(), r.votes)
+	} else {
+		sig, bad, err = key.Interpolate(r.votes)
+	}
+	for _, idx := range bad {
+		r.b.fail(r.c.members[idx-1], fmt.Errorf("%w: partial signature does not verify", errBadVote))
+		log.Warnw("node sent an invalid partial", "node", idx, "resource", r.stmt.Resource, "epoch", r.stmt.Epoch)
+		r.votes = dropIndex(r.votes, idx)
+	}
+	if err != nil {
+		if len(bad) == 0 {
+			r.votes = r.votes[:0] // cannot happen: nothing to learn from these votes
+		}
+		return nil
+	}
+	return &protocol.Token{Statement: r.stmt, Signature: sig}
+}
+
+// voters are the indices of the nodes whose valid votes the round holds.
+func (r *voteRound) voters() []int {
+	out := make([]int, len(r.votes))
+	for i, v := range r.votes {
+		out[i] = v.Index
+	}
+	return out
 }
 
 func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {

@@ -43,6 +43,12 @@ type Limits struct {
 	// BadSigCache is how many digests of tokens whose signature failed are
 	// remembered, so a bad token re-sent by any peer costs no pairing.
 	BadSigCache int
+	// Waiters bounds the waiters queued on all resources (push handoff,
+	// queue.go); WaitersPerResource those of one resource, and
+	// WaitersPerClient those of one client identity. A waiter the node has
+	// no room for is told where things stand but not queued; it is served
+	// once the queue ahead of it is empty.
+	Waiters, WaitersPerResource, WaitersPerClient int
 }
 
 // DefaultLimits are the limits a zero Limits gets.
@@ -52,6 +58,10 @@ var DefaultLimits = Limits{
 	BadSigBurst:       4,
 	BadSigRate:        1,
 	BadSigCache:       1024,
+
+	Waiters:            16384,
+	WaitersPerResource: 64,
+	WaitersPerClient:   1024,
 }
 
 // fill applies the defaults to zero fields.
@@ -71,6 +81,15 @@ func (l *Limits) fill() {
 	}
 	if l.BadSigCache <= 0 {
 		l.BadSigCache = d.BadSigCache
+	}
+	if l.Waiters <= 0 {
+		l.Waiters = d.Waiters
+	}
+	if l.WaitersPerResource <= 0 {
+		l.WaitersPerResource = d.WaitersPerResource
+	}
+	if l.WaitersPerClient <= 0 {
+		l.WaitersPerClient = d.WaitersPerClient
 	}
 }
 
@@ -155,9 +174,6 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 		n.limits.unauth.Add(1)
 		return protocol.Ack{Code: protocol.CodeUnauthorised, Message: fmt.Sprintf("%s may not access %q", from, resource)}.Marshal(), true, nil
 	}
-	badAck := func(msg string) ([]byte, bool, error) {
-		return protocol.Ack{Code: protocol.CodeBadRequest, Message: msg}.Marshal(), true, nil
-	}
 	switch proto {
 	case protocol.ProtoStatus:
 		req, err := protocol.UnmarshalStatusRequest(b)
@@ -177,29 +193,17 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 			return refuse(protocol.CodeBadRequest, 0, "proof: "+msg), true, nil
 		}
 	case protocol.ProtoCommit:
+		// The token is checked by the handler (applyToken), which skips the
+		// pairing for the holder's own token of a statement this node voted
+		// for and charges the sender's budget otherwise.
 		req, err := protocol.UnmarshalCommitRequest(b)
-		if err != nil {
-			return nil, false, nil
-		}
-		if !n.mayAccess(from, req.Token.Resource) {
+		if err == nil && !n.mayAccess(from, req.Token.Resource) {
 			return denyAck(req.Token.Resource)
-		}
-		if msg, bad := n.checkTokenFrom(from, req.Token, req.Token.Resource); bad {
-			return badAck(msg)
 		}
 	case protocol.ProtoRelease:
 		req, err := protocol.UnmarshalReleaseRequest(b)
-		if err != nil {
-			return nil, false, nil
-		}
-		if !n.mayAccess(from, req.Token.Resource) {
+		if err == nil && !n.mayAccess(from, req.Token.Resource) {
 			return denyAck(req.Token.Resource)
-		}
-		if req.Token.Holder.ID != from.String() {
-			return nil, false, nil // refused by the handler, no pairing
-		}
-		if msg, bad := n.checkTokenFrom(from, req.Token, req.Token.Resource); bad {
-			return badAck(msg)
 		}
 	case protocol.ProtoRenew:
 		req, err := protocol.UnmarshalRenewRequest(b)

@@ -97,16 +97,7 @@ func (lc *limitsCluster) loadDir1(t testing.TB) *Dir {
 // serve calls the node's handler for proto as the stream handler does,
 // through the per-peer guard.
 func (n *Node) serve(ctx context.Context, proto string, from peer.ID, req []byte) ([]byte, error) {
-	fns := map[string]handlerFunc{
-		protocol.ProtoStatus:   n.guard(protocol.ProtoStatus, n.handleStatus),
-		protocol.ProtoAcquire:  n.guard(protocol.ProtoAcquire, n.handleAcquire),
-		protocol.ProtoCommit:   n.guard(protocol.ProtoCommit, n.handleCommit),
-		protocol.ProtoRenew:    n.guard(protocol.ProtoRenew, n.handleRenew),
-		protocol.ProtoRelease:  n.guard(protocol.ProtoRelease, n.handleRelease),
-		protocol.ProtoAbandon:  n.guard(protocol.ProtoAbandon, n.handleAbandon),
-		protocol.ProtoEvidence: n.handleEvidenceBounded,
-	}
-	return fns[proto](ctx, from, req)
+	return n.handlers()[proto](ctx, from, req)
 }
 
 // cacheLen is the number of records the node keeps in memory.

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
@@ -21,6 +23,7 @@ import (
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -48,6 +51,12 @@ type Config struct {
 	// MaxInflightPerPeer bounds the requests one peer may have in progress;
 	// more are refused so one client cannot starve others (default 16).
 	MaxInflightPerPeer int
+	// MaxWaitsPerPeer bounds the Wait long polls one peer may have open
+	// (default 32); they do not count against MaxInflightPerPeer.
+	MaxWaitsPerPeer int
+	// MaxStreamsPerPeer bounds the streams one peer may hold open, idle,
+	// in a request or in a long poll (default 96). More are reset.
+	MaxStreamsPerPeer int
 	// Hooks inject faults; zero in production.
 	Hooks Hooks
 	// OnEvidence, if set, receives each new piece of verified evidence of
@@ -75,13 +84,14 @@ type Hooks struct {
 
 // DefaultRules are the voting defaults: MaxEpochStep from the cluster file
 // (protocol.DefaultMaxEpochStep if unset), VoteTimeout 2 s, DefaultTTL 10 s,
-// MaxTTL protocol.MaxTTL.
+// MaxTTL protocol.MaxTTL, ReserveFor 1 s, WaiterTTL 2 s.
 func DefaultRules(c *protocol.Cluster) Rules {
 	step := c.File.MaxEpochStep
 	if step == 0 {
 		step = protocol.DefaultMaxEpochStep
 	}
-	return Rules{MaxEpochStep: step, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL}
+	return Rules{MaxEpochStep: step, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL,
+		ReserveFor: time.Second, WaiterTTL: 2 * time.Second}
 }
 
 // Validate checks the config and fills defaults.
@@ -96,6 +106,12 @@ func (c *Config) Validate() error {
 		c.Rules = DefaultRules(c.Cluster)
 	}
 	c.Rules.EpochFloor = max(c.Rules.EpochFloor, c.Cluster.File.EpochFloor)
+	if c.Rules.ReserveFor <= 0 {
+		c.Rules.ReserveFor = c.Rules.VoteTimeout / 2
+	}
+	if c.Rules.WaiterTTL <= 0 {
+		c.Rules.WaiterTTL = c.Rules.VoteTimeout
+	}
 	if c.Rules.MaxEpochStep == 0 || c.Rules.VoteTimeout <= 0 || c.Rules.DefaultTTL <= 0 || c.Rules.MaxTTL < c.Rules.DefaultTTL {
 		return fmt.Errorf("%w: rules %+v", ErrBadConfig, c.Rules)
 	}
@@ -104,6 +120,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflightPerPeer <= 0 {
 		c.MaxInflightPerPeer = 16
+	}
+	if c.MaxWaitsPerPeer <= 0 {
+		c.MaxWaitsPerPeer = 32
+	}
+	if c.MaxStreamsPerPeer <= 0 {
+		c.MaxStreamsPerPeer = 96
 	}
 	c.Limits.fill()
 	return nil
@@ -119,6 +141,8 @@ const verifiedTokenCache = 4096
 type shard struct {
 	mu   sync.Mutex
 	recs map[string]Record
+	// queues are the waiters of the shard's resources (queue.go).
+	queues map[string]*queue
 }
 
 // Node is one running node. Close stops it.
@@ -137,8 +161,15 @@ type Node struct {
 	closed  bool
 
 	shards   [numShards]shard
-	inflight sync.Map           // peer.ID -> chan struct{}
-	verifier *verifier.Verifier // token checks, with the verified-token cache
+	inflight sync.Map // peer.ID -> chan struct{}
+	waiting  sync.Map // peer.ID -> chan struct{} (Wait long polls)
+	streams  sync.Map // peer.ID -> *atomic.Int32 open streams
+
+	// Waiters queued on all resources, and per client identity
+	// (waiters.go).
+	waiterTotal atomic.Int64
+	waitersOf   sync.Map           // string -> *atomic.Int32
+	verifier    *verifier.Verifier // token checks, with the verified-token cache
 
 	// Per-peer bounds (limits.go, records.go, evidence_limits.go).
 	limits    limitCounters
@@ -169,16 +200,15 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	n := &Node{cfg: cfg, store: store, host: h, clock: clock, stmt: cfg.Cluster.Statement, ctx: ctx, cancel: cancel}
 	for i := range n.shards {
 		n.shards[i].recs = map[string]Record{}
+		n.shards[i].queues = map[string]*queue{}
 	}
 	n.verifier = verifier.New(cfg.Cluster, verifier.WithCacheSize(verifiedTokenCache))
 	n.initLimits()
-	h.SetStreamHandler(protocol.ProtoStatus, n.handler(protocol.ProtoStatus, n.guard(protocol.ProtoStatus, n.handleStatus)))
-	h.SetStreamHandler(protocol.ProtoAcquire, n.handler(protocol.ProtoAcquire, n.guard(protocol.ProtoAcquire, n.handleAcquire)))
-	h.SetStreamHandler(protocol.ProtoCommit, n.handler(protocol.ProtoCommit, n.guard(protocol.ProtoCommit, n.handleCommit)))
-	h.SetStreamHandler(protocol.ProtoRenew, n.handler(protocol.ProtoRenew, n.guard(protocol.ProtoRenew, n.handleRenew)))
-	h.SetStreamHandler(protocol.ProtoRelease, n.handler(protocol.ProtoRelease, n.guard(protocol.ProtoRelease, n.handleRelease)))
-	h.SetStreamHandler(protocol.ProtoAbandon, n.handler(protocol.ProtoAbandon, n.guard(protocol.ProtoAbandon, n.handleAbandon)))
-	h.SetStreamHandler(protocol.ProtoEvidence, n.handler(protocol.ProtoEvidence, n.handleEvidenceBounded))
+	for proto, fn := range n.handlers() {
+		h.SetStreamHandler(lp2pproto.ID(proto), n.handler(proto, fn))
+	}
+	n.wg.Add(1)
+	go n.sweep()
 	log.Infow("node started", "index", cfg.Share.Index(), "peer", h.ID(), "cluster", cfg.Cluster.ID)
 	return n, nil
 }
@@ -199,8 +229,8 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.closeMu.Unlock()
-	for _, p := range []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRenew, protocol.ProtoRelease, protocol.ProtoAbandon, protocol.ProtoEvidence} {
-		n.host.RemoveStreamHandler(lp2pproto.ID(p))
+	for proto := range n.handlers() {
+		n.host.RemoveStreamHandler(lp2pproto.ID(proto))
 	}
 	n.cancel()
 	n.wg.Wait()
@@ -222,9 +252,30 @@ func (n *Node) Record(ctx context.Context, resource string) (Record, error) {
 
 type handlerFunc func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
 
+// handlers are the node's request handlers by protocol ID, behind the
+// per-peer guard where it applies.
+func (n *Node) handlers() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		protocol.ProtoStatus:   n.guard(protocol.ProtoStatus, n.handleStatus),
+		protocol.ProtoAcquire:  n.guard(protocol.ProtoAcquire, n.handleAcquire),
+		protocol.ProtoCommit:   n.guard(protocol.ProtoCommit, n.handleCommit),
+		protocol.ProtoRenew:    n.guard(protocol.ProtoRenew, n.handleRenew),
+		protocol.ProtoRelease:  n.guard(protocol.ProtoRelease, n.handleRelease),
+		protocol.ProtoAbandon:  n.guard(protocol.ProtoAbandon, n.handleAbandon),
+		protocol.ProtoEvidence: n.handleEvidenceBounded,
+		protocol.ProtoWait:     n.handleWait,
+	}
+}
+
 // handler wraps a request handler with what every stream gets: tracking
-// for Close, a deadline, per-peer concurrency bounds, capped frames and a
-// reset on error.
+// for Close, a cap on the peer's open streams, capped frames, and for each
+// request a deadline, per-peer concurrency bounds and a reset on error.
+//
+// A stream carries any number of requests, one at a time: the client's
+// transport.Pool reuses streams, which saves a stream negotiation per
+// call. A stream idle for transport.StreamIdleTimeout is closed, and so
+// is every stream when the node closes. A client that half-closes after
+// one request (transport.Call) is answered and the stream closed.
 func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 	return func(s network.Stream) {
 		n.closeMu.RLock()
@@ -238,57 +289,107 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 		defer n.wg.Done()
 
 		from := s.Conn().RemotePeer()
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
-		defer cancel()
-		_ = s.SetDeadline(time.Now().Add(n.cfg.RequestTimeout))
-
-		release, ok := n.enter(from) // S6: in-flight requests are bounded per peer
+		leave, ok := n.openStream(from) // S6: open streams are bounded per peer
 		if !ok {
-			log.Debugw("too many requests in flight", "peer", from, "proto", proto)
+			log.Debugw("too many open streams", "peer", from, "proto", proto)
 			_ = s.Reset()
 			return
 		}
-		defer release()
-
-		if hook := n.cfg.Hooks.Intercept; hook != nil {
-			if err := hook(ctx, proto, from); err != nil {
+		defer leave()
+		stop := context.AfterFunc(n.ctx, func() { _ = s.Reset() })
+		defer stop()
+		for {
+			// A stream may idle between requests, but a request, once its
+			// first byte arrived, must arrive whole within RequestTimeout.
+			_ = s.SetReadDeadline(time.Now().Add(transport.StreamIdleTimeout))
+			req, err := protocol.ReadFrame(&frameReader{s: s, timeout: n.cfg.RequestTimeout}, protocol.MaxFrameSize)
+			if errors.Is(err, io.EOF) {
+				_ = s.Close() // the client is done with the stream
+				return
+			}
+			if err != nil {
+				log.Debugw("bad request frame", "peer", from, "proto", proto, "err", err)
+				_ = s.Reset()
+				return
+			}
+			if !n.serveOne(s, proto, from, fn, req) {
 				_ = s.Reset()
 				return
 			}
 		}
-		req, err := protocol.ReadFrame(s, protocol.MaxFrameSize)
-		if err != nil {
-			log.Debugw("bad request frame", "peer", from, "proto", proto, "err", err)
-			_ = s.Reset()
-			return
-		}
-		var reply []byte
-		handled := false
-		if hook := n.cfg.Hooks.Handle; hook != nil {
-			reply, handled, err = hook(ctx, proto, from, req)
-		}
-		if !handled {
-			reply, err = fn(ctx, from, req)
-		}
-		if err != nil {
-			log.Debugw("request failed", "peer", from, "proto", proto, "err", err)
-			_ = s.Reset()
-			return
-		}
-		if hook := n.cfg.Hooks.Reply; hook != nil {
-			reply = hook(proto, from, reply)
-		}
-		if err := protocol.WriteFrame(s, reply); err != nil {
-			_ = s.Reset()
-			return
-		}
-		_ = s.Close()
 	}
 }
 
-// enter takes one of the peer's in-flight slots.
-func (n *Node) enter(p peer.ID) (release func(), ok bool) {
-	v, _ := n.inflight.LoadOrStore(p, make(chan struct{}, n.cfg.MaxInflightPerPeer))
+// frameReader reads one frame from s: once the first byte arrived, the
+// rest must arrive within timeout (a peer cannot hold a stream open with a
+// frame it never finishes for longer than a request may take).
+type frameReader struct {
+	s       network.Stream
+	timeout time.Duration
+	started bool
+}
+
+func (r *frameReader) Read(p []byte) (int, error) {
+	k, err := r.s.Read(p)
+	if k > 0 && !r.started {
+		r.started = true
+		_ = r.s.SetReadDeadline(time.Now().Add(r.timeout))
+	}
+	return k, err
+}
+
+// serveOne answers one request frame on s; false means the stream must be
+// reset (the request was refused or failed, or the reply could not be
+// sent).
+func (n *Node) serveOne(s network.Stream, proto string, from peer.ID, fn handlerFunc, req []byte) bool {
+	timeout := n.cfg.RequestTimeout
+	if proto == protocol.ProtoWait {
+		timeout += maxWait(n.cfg.RequestTimeout)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer cancel()
+	_ = s.SetWriteDeadline(time.Now().Add(timeout))
+
+	release, ok := n.enter(from, proto) // S6: in-flight requests are bounded per peer
+	if !ok {
+		log.Debugw("too many requests in flight", "peer", from, "proto", proto)
+		return false
+	}
+	defer release()
+
+	if hook := n.cfg.Hooks.Intercept; hook != nil {
+		if err := hook(ctx, proto, from); err != nil {
+			return false
+		}
+	}
+	var reply []byte
+	var err error
+	handled := false
+	if hook := n.cfg.Hooks.Handle; hook != nil {
+		reply, handled, err = hook(ctx, proto, from, req)
+	}
+	if !handled {
+		reply, err = fn(ctx, from, req)
+	}
+	if err != nil {
+		log.Debugw("request failed", "peer", from, "proto", proto, "err", err)
+		return false
+	}
+	if hook := n.cfg.Hooks.Reply; hook != nil {
+		reply = hook(proto, from, reply)
+	}
+	return protocol.WriteFrame(s, reply) == nil
+}
+
+// enter takes one of the peer's in-flight slots: long polls (Wait) have
+// slots of their own, so a client waiting for many resources can still
+// acquire, commit and renew.
+func (n *Node) enter(p peer.ID, proto string) (release func(), ok bool) {
+	m, size := &n.inflight, n.cfg.MaxInflightPerPeer
+	if proto == protocol.ProtoWait {
+		m, size = &n.waiting, n.cfg.MaxWaitsPerPeer
+	}
+	v, _ := m.LoadOrStore(p, make(chan struct{}, size))
 	sem := v.(chan struct{})
 	select {
 	case sem <- struct{}{}:
@@ -296,6 +397,18 @@ func (n *Node) enter(p peer.ID) (release func(), ok bool) {
 	default:
 		return nil, false
 	}
+}
+
+// openStream counts one of the peer's open streams, at most
+// Config.MaxStreamsPerPeer at once.
+func (n *Node) openStream(p peer.ID) (leave func(), ok bool) {
+	v, _ := n.streams.LoadOrStore(p, new(atomic.Int32))
+	c := v.(*atomic.Int32)
+	if c.Add(1) > int32(n.cfg.MaxStreamsPerPeer) {
+		c.Add(-1)
+		return nil, false
+	}
+	return func() { c.Add(-1) }, true
 }
 
 func (n *Node) shard(resource string) *shard {
@@ -324,6 +437,12 @@ func (n *Node) load(ctx context.Context, sh *shard, resource string) (Record, er
 // result before returning: nothing that depends on the new state may leave
 // the node before the store has it (S3).
 func (n *Node) apply(ctx context.Context, resource string, step func(rec Record, now time.Time) (Outcome, error)) (Outcome, error) {
+	return n.applyIn(ctx, resource, func(_ *shard, rec Record, now time.Time) (Outcome, error) { return step(rec, now) })
+}
+
+// applyIn is apply for steps that also read or change the resource's
+// wait queue (in sh, whose lock is held).
+func (n *Node) applyIn(ctx context.Context, resource string, step func(sh *shard, rec Record, now time.Time) (Outcome, error)) (Outcome, error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -331,7 +450,7 @@ func (n *Node) apply(ctx context.Context, resource string, step func(rec Record,
 	if err != nil {
 		return Outcome{}, err
 	}
-	o, err := step(rec, n.clock.Now())
+	o, err := step(sh, rec, n.clock.Now())
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -342,6 +461,7 @@ func (n *Node) apply(ctx context.Context, resource string, step func(rec Record,
 			return Outcome{}, fmt.Errorf("save %q: %w", resource, err)
 		}
 		n.keepRecord(sh, o.Next)
+		n.changed(sh, o)
 	}
 	return o, nil
 }
@@ -397,7 +517,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 	}
 	stmt := n.stmt(req.Resource, req.Epoch, holder)
 	idKey := n.host.Peerstore().PrivKey(n.host.ID())
-	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
+	o, err := n.applyIn(ctx, req.Resource, func(sh *shard, rec Record, now time.Time) (Outcome, error) {
 		var audit []AuditEntry
 		changed := false
 		if seen > 0 {
@@ -408,6 +528,9 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 			rec, changed, audit = so.Next, so.Changed, so.Audit
 		}
 		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
+		if qo, queued := n.queueAcquire(sh, rec, holder, o, now); queued {
+			o = qo // liveness only: the vote is not given, nothing of it is kept
+		}
 		o.Changed = o.Changed || changed
 		o.Audit = append(audit, o.Audit...)
 		// S2: a partial is produced only here, for the statement the rules
@@ -436,6 +559,8 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: o.Next.VoteIDSig}.Marshal(), nil
 	case protocol.KindBusy:
 		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left, Pending: o.Pending}.Marshal(), nil
+	case protocol.KindQueued:
+		return protocol.AcquireReply{Kind: protocol.KindQueued, Holder: o.Holder, Left: o.Left}.Marshal(), nil
 	default:
 		n.noteLaterEra(o, from)
 		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
@@ -494,13 +619,41 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
-		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
-	}
-	o, err := n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
-		return n.cfg.Rules.Commit(rec, from.String(), req.Token, req.TTL, now), nil
+	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
+		return n.cfg.Rules.Commit(rec, from.String(), req.Token, verified, req.TTL, now)
 	})
-	return n.ack(from, o, err)
+}
+
+// applyToken runs a Commit or Release transition of tok sent by from. The
+// token's signature is checked (a pairing, under from's budget of failed
+// checks) unless tok is from's own token for the statement this node voted
+// for (OwnStatement): then the holder tells the node nothing the node does
+// not know, and the transition records no certified token. The check runs
+// outside the shard lock; if the record changed meanwhile so that the
+// shortcut no longer applies, the transition runs again after the check.
+func (n *Node) applyToken(ctx context.Context, from peer.ID, tok protocol.Token, rule func(rec Record, verified bool, now time.Time) Outcome) ([]byte, error) {
+	if tok.Cluster != n.cfg.Cluster.ID || tok.Validate() != nil {
+		// Cheap refusals (wrong cluster, bad fields) with their reason.
+		if err := n.verifyToken(tok, tok.Resource); err != nil {
+			return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+		}
+	}
+	errCheck := errors.New("token needs its signature checked")
+	for verified := false; ; verified = true {
+		o, err := n.apply(ctx, tok.Resource, func(rec Record, now time.Time) (Outcome, error) {
+			if !verified && !OwnStatement(rec, from.String(), tok) {
+				return Outcome{}, errCheck
+			}
+			return rule(rec, verified, now), nil
+		})
+		if verified || !errors.Is(err, errCheck) {
+			return n.ack(from, o, err)
+		}
+		// S2: only a signature under the group key teaches the node.
+		if msg, bad := n.checkTokenFrom(from, tok, tok.Resource); bad {
+			return protocol.Ack{Code: protocol.CodeBadRequest, Message: msg}.Marshal(), nil
+		}
+	}
 }
 
 func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -529,13 +682,9 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	if err := n.verifyToken(req.Token, req.Token.Resource); err != nil {
-		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
-	}
-	o, err := n.apply(ctx, req.Token.Resource, func(rec Record, now time.Time) (Outcome, error) {
-		return n.cfg.Rules.Release(rec, req.Token, now), nil
+	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
+		return n.cfg.Rules.Release(rec, req.Token, verified, now)
 	})
-	return n.ack(from, o, err)
 }
 
 func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {

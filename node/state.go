@@ -19,6 +19,11 @@ type Rules struct {
 	DefaultTTL time.Duration
 	// MaxTTL caps the lease length a client may ask for.
 	MaxTTL time.Duration
+	// ReserveFor is how long a free resource is held for its first waiter
+	// (push handoff, see queue.go) before the next waiter's turn;
+	// WaiterTTL how long a waiter that stopped asking keeps its place.
+	// Zero takes VoteTimeout/2 and VoteTimeout. Liveness only.
+	ReserveFor, WaiterTTL time.Duration
 	// EpochFloor is the cluster's epoch floor (cluster.json epoch_floor):
 	// every resource's last epoch counts as at least this, so the node
 	// never votes at or below it. Config.Validate raises it to the
@@ -156,11 +161,18 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	return o
 }
 
-// Commit records a certified token (already verified by the caller). Any
-// sender teaches the node the epoch (catch-up); only the token holder's
-// identity starts the lease (of the token's session), which runs ttl from
-// now.
-func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Duration, now time.Time) Outcome {
+// Commit records a certified token. Any sender teaches the node the epoch
+// (catch-up); only the token holder's identity starts the lease (of the
+// token's session), which runs ttl from now.
+//
+// verified says the caller checked the token's signature. The driver
+// skips the check (a pairing) only for a Commit from the token's holder of
+// the statement this node itself voted for (OwnStatement): the node
+// learns nothing from the signature then, and a bad one only fails the
+// holder at the resource. Such a token starts the lease but is not
+// recorded as certified, so the node never shows others a token it did not
+// check.
+func (r Rules) Commit(rec Record, sender string, tok protocol.Token, verified bool, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	// S1/S5: nothing is learned from a later era (the era ceiling), and a
 	// token from before a resharing starts no lease.
@@ -170,8 +182,13 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 	if r.earlierEra(tok) {
 		return r.refuseEarlierEra(o, tok)
 	}
+	if !verified && !OwnStatement(rec, sender, tok) {
+		return o.refuse(protocol.CodeBadRequest, "token not checked") // the driver never gets here
+	}
 	o.expire(now)
-	o.catchUp(tok, now)
+	if verified {
+		o.catchUp(tok, now)
+	}
 	n := &o.Next
 	// S6: a token is bound to its holder's identity: only it starts a lease.
 	if sender != tok.Holder.ID {
@@ -187,9 +204,24 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, ttl time.Du
 		ttl = n.VoteTTL
 	}
 	n.Lease = Lease{Holder: tok.Holder, Epoch: tok.Epoch, Expires: now.Add(r.clampTTL(ttl)), Committed: true}
+	n.LeaseGen = max(n.LeaseGen, tok.Epoch)
 	o.Changed = true
 	o.audit(now, AuditCommit, n.Resource, tok.Epoch, tok.Holder, "")
 	return o
+}
+
+// OwnStatement reports whether tok, sent by sender, is the holder's token
+// for the statement this node voted for (or holds the lease of): then the
+// node learns nothing from its signature, and Commit and Release skip the
+// pairing (issue: one pairing per token). Only the holder's own identity
+// qualifies: a relayed token is always checked.
+func OwnStatement(rec Record, sender string, tok protocol.Token) bool {
+	if sender != tok.Holder.ID || tok.Resource != rec.Resource {
+		return false
+	}
+	voted := rec.VoteEpoch == tok.Epoch && rec.VoteHolder == tok.Holder && rec.Vote.Index != 0
+	leased := !rec.Lease.Holder.IsZero() && rec.Lease.Epoch == tok.Epoch && rec.Lease.Holder == tok.Holder
+	return voted || leased
 }
 
 // Renew extends the holder's (the session's) committed, unexpired lease at
@@ -211,11 +243,13 @@ func (r Rules) Renew(rec Record, holder protocol.Holder, epoch uint64, ttl time.
 	return o
 }
 
-// Release ends the holder's lease at the token's epoch (the caller verified
-// the token and that the sender is its holder's identity) so the resource
-// is free at once. The token names the session, so a release ends only the
-// lease of the session that acquired.
-func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
+// Release ends the holder's lease at the token's epoch (the caller checked
+// that the sender is its holder's identity) so the resource is free at
+// once. The token names the session, so a release ends only the lease of
+// the session that acquired. verified is as for Commit: an unchecked token
+// (OwnStatement) ends the lease and teaches nothing. Releasing a lease
+// already released is acknowledged again (a re-sent Release).
+func (r Rules) Release(rec Record, tok protocol.Token, verified bool, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	if r.laterEra(tok.Epoch) {
 		return r.refuseLaterEra(o, tok.Epoch)
@@ -224,9 +258,14 @@ func (r Rules) Release(rec Record, tok protocol.Token, now time.Time) Outcome {
 		return r.refuseEarlierEra(o, tok)
 	}
 	o.expire(now)
-	o.catchUp(tok, now)
+	if verified {
+		o.catchUp(tok, now)
+	}
 	n := &o.Next
 	if n.Lease.Holder != tok.Holder || n.Lease.Epoch != tok.Epoch {
+		if tok.Epoch == n.Released && n.Lease.Holder.IsZero() {
+			return o // released already: the same answer again
+		}
 		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
 	}
 	n.Lease = Lease{}

@@ -70,6 +70,7 @@ func stateCommitted() Record {
 	r := stateVoted()
 	r.Certified = stateTokP(5, alice)
 	r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(10 * time.Second), Committed: true}
+	r.LeaseGen = 5
 	return r
 }
 
@@ -268,7 +269,7 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "committed lease expiry frees the resource", rec: stateCommitted(), holder: bob, epoch: 6, now: stateAt(10 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditExpire, AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice),
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(12 * time.Second)},
 			}},
 		},
@@ -300,14 +301,14 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "same holder acquires a higher epoch while holding: keeps the later expiry", rec: stateCommitted(), holder: alice, epoch: 6, ttl: 20 * time.Second, now: stateAt(4 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 20 * time.Second, Certified: stateTokP(5, alice),
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 20 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(10 * time.Second)},
 			}},
 		},
 		{
 			name: "same holder acquires a higher epoch near its lease end: vote timeout is later", rec: stateCommitted(), holder: alice, epoch: 6, now: stateAt(9 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice),
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(11 * time.Second)},
 			}},
 		},
@@ -358,13 +359,13 @@ func TestAcquireSameEpochOtherHolderAlwaysRefused(t *testing.T) {
 	require.Equal(t, protocol.KindVote, o.Kind)
 	voted := o.Next
 	voted.Vote = crypto.PartialSig{Index: 2}
-	o = stateRules.Commit(voted, alice.ID, stateTok(5, alice), 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, alice.ID, stateTok(5, alice), true, 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	committed := o.Next
-	o = stateRules.Release(committed, stateTok(5, alice), stateAt(2*time.Second))
+	o = stateRules.Release(committed, stateTok(5, alice), true, stateAt(2*time.Second))
 	require.Zero(t, o.Kind)
 	released := o.Next
-	o = stateRules.Commit(voted, bob.ID, stateTok(5, alice), 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, bob.ID, stateTok(5, alice), true, 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	learned := o.Next // certified by a non-holder's commit; lease still the vote
 	o = stateRules.Acquire(committed, alice, 8, 0, nil, stateAt(3*time.Second))
@@ -537,6 +538,7 @@ func TestCommit(t *testing.T) {
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Certified = stateTokP(5, alice)
 				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(31 * time.Second), Committed: true}
+				r.LeaseGen = 5
 			})},
 		},
 		{
@@ -544,6 +546,7 @@ func TestCommit(t *testing.T) {
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Certified = stateTokP(5, alice)
 				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(21 * time.Second), Committed: true}
+				r.LeaseGen = 5
 			})},
 		},
 		{
@@ -551,6 +554,7 @@ func TestCommit(t *testing.T) {
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Certified = stateTokP(5, alice)
 				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(61 * time.Second), Committed: true}
+				r.LeaseGen = 5
 			})},
 		},
 		{
@@ -558,6 +562,7 @@ func TestCommit(t *testing.T) {
 			want: stateWant{changed: true, audit: []AuditKind{AuditCommit}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Certified = stateTokP(5, alice)
 				r.Lease = Lease{Holder: alice, Epoch: 5, Expires: stateAt(35 * time.Second), Committed: true}
+				r.LeaseGen = 5
 			})},
 		},
 		{
@@ -566,12 +571,13 @@ func TestCommit(t *testing.T) {
 				r.LastEpoch = 7
 				r.Certified = stateTokP(7, alice)
 				r.Lease = Lease{Holder: alice, Epoch: 7, Expires: stateAt(11 * time.Second), Committed: true}
+				r.LeaseGen = 7
 			})},
 		},
 		{
 			name: "holder commits on a fresh record", rec: Record{Resource: stateRes}, sender: bob.ID, tok: stateTok(4, bob), ttl: 15 * time.Second, now: stateAt(0),
 			want: stateWant{changed: true, audit: []AuditKind{AuditCatchUp, AuditCommit}, next: Record{
-				Resource: stateRes, LastEpoch: 4, Certified: stateTokP(4, bob),
+				Resource: stateRes, LastEpoch: 4, Certified: stateTokP(4, bob), LeaseGen: 4,
 				Lease: Lease{Holder: bob, Epoch: 4, Expires: stateAt(15 * time.Second), Committed: true},
 			}},
 		},
@@ -631,7 +637,7 @@ func TestCommit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Commit(tt.rec, tt.sender, tt.tok, tt.ttl, tt.now)
+			o := stateRules.Commit(tt.rec, tt.sender, tt.tok, true, tt.ttl, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 		})
 	}
@@ -791,7 +797,7 @@ func TestRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Release(tt.rec, tt.tok, tt.now)
+			o := stateRules.Release(tt.rec, tt.tok, true, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 		})
 	}
@@ -812,7 +818,7 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 			now := stateAt(time.Second)
 			o := stateRules.Acquire(tt.rec, bob, 6, 0, nil, now)
 			require.Equal(t, protocol.KindBusy, o.Kind, "held before the release")
-			o = stateRules.Release(tt.rec, stateTok(5, alice), now)
+			o = stateRules.Release(tt.rec, stateTok(5, alice), true, now)
 			require.Zero(t, o.Kind, o.Message)
 			require.False(t, Status(o.Next, now).Holder.IsZero() == false)
 			o = stateRules.Acquire(o.Next, bob, 6, 0, nil, now)
@@ -840,13 +846,13 @@ func TestExpiry(t *testing.T) {
 			return stateRules.Acquire(r, bob, 5, 0, nil, now)
 		}},
 		{name: "commit by a non-holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Commit(r, bob.ID, stateTok(5, alice), 0, now)
+			return stateRules.Commit(r, bob.ID, stateTok(5, alice), true, 0, now)
 		}},
 		{name: "renew by another holder", run: func(r Record, now time.Time) Outcome {
 			return stateRules.Renew(r, bob, 5, 0, now)
 		}},
 		{name: "release by another holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Release(r, stateTok(5, bob), now)
+			return stateRules.Release(r, stateTok(5, bob), true, now)
 		}},
 	}
 	leases := []struct {
@@ -1013,7 +1019,7 @@ func TestRandomTransitions(t *testing.T) {
 			if rng.Intn(4) == 0 {
 				sender = pick().ID
 			}
-			o = stateRules.Commit(prev, sender, tok, randTTL(), now)
+			o = stateRules.Commit(prev, sender, tok, true, randTTL(), now)
 		case r < 80:
 			op = "renew"
 			holder, epoch = pick(), around(prev.LastEpoch, 2, 1)
@@ -1027,7 +1033,7 @@ func TestRandomTransitions(t *testing.T) {
 			if prev.Lease.Holder.IsZero() == false && rng.Intn(2) == 0 {
 				e = prev.Lease.Epoch
 			}
-			o = stateRules.Release(prev, tokenAt(e), now)
+			o = stateRules.Release(prev, tokenAt(e), true, now)
 		default:
 			op = "status"
 			s := Status(prev, now)
@@ -1117,12 +1123,12 @@ func TestCommitAfterReleaseRefused(t *testing.T) {
 	tok := protocol.Token{Statement: protocol.Statement{Resource: "r", Epoch: 1, Holder: alice}}
 	o := r.Acquire(Record{Resource: "r"}, alice, 1, time.Second, nil, now)
 	require.Equal(t, protocol.KindVote, o.Kind)
-	o = r.Commit(o.Next, alice.ID, tok, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, true, time.Second, now)
 	require.Zero(t, o.Code)
 	require.True(t, o.Next.Lease.Committed)
-	o = r.Release(o.Next, tok, now)
+	o = r.Release(o.Next, tok, true, now)
 	require.Zero(t, o.Code)
-	o = r.Commit(o.Next, alice.ID, tok, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, true, time.Second, now)
 	require.Equal(t, protocol.CodeNoLease, o.Code)
 	require.Zero(t, o.Next.Lease.Holder)
 	// The resource stays free for another holder at a higher epoch.

@@ -37,6 +37,9 @@ type Record struct {
 	Certified *protocol.Token `json:"certified,omitempty"`
 	// Released is the highest epoch whose lease its holder released.
 	Released uint64 `json:"released,omitempty"`
+	// LeaseGen is the highest epoch of a lease committed here: the
+	// generation waiters are ordered by (queue.go). Liveness only.
+	LeaseGen uint64 `json:"lease_gen,omitempty"`
 	// Lease is the node's timing-based view of who holds the resource.
 	Lease Lease `json:"lease"`
 }

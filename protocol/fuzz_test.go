@@ -25,7 +25,7 @@ var fuzzTargets = []string{
 	"FuzzParseToken", "FuzzParseTokenText", "FuzzStatusRequest", "FuzzStatusReply",
 	"FuzzAcquireRequest", "FuzzAcquireReply", "FuzzCommitRequest", "FuzzRenewRequest",
 	"FuzzReleaseRequest", "FuzzAbandonRequest", "FuzzAck", "FuzzReadFrame",
-	"FuzzSignedVote", "FuzzEvidence",
+	"FuzzSignedVote", "FuzzEvidence", "FuzzWaitRequest", "FuzzWaitReply",
 }
 
 // stringTargets take a string, not []byte.
@@ -127,6 +127,7 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 		"CommitRequest": "FuzzCommitRequest", "RenewRequest": "FuzzRenewRequest",
 		"ReleaseRequest": "FuzzReleaseRequest", "AbandonRequest": "FuzzAbandonRequest",
 		"Ack": "FuzzAck", "SignedVote": "FuzzSignedVote", "Evidence": "FuzzEvidence",
+		"WaitRequest": "FuzzWaitRequest", "WaitReply": "FuzzWaitReply",
 	}
 	for _, m := range validMessages(tb) {
 		typ, variant, _ := strings.Cut(m.name, "/")
@@ -154,7 +155,8 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzAcquireRequest", "invalid-no-session", wire(st.Cluster[:], wstr("r"), wu64(1), wu64(1), wu8(0), wu8(0)))
 	add("FuzzAcquireRequest", "invalid-version-1-proof", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(1), wu8(1), oldBin, wu8(0)))
 	add("FuzzAcquireRequest", "invalid-resource-rlo", wire(st.Cluster[:], wstr(rlo), wu64(1), sess, wu64(1), wu8(0), wu8(0)))
-	add("FuzzAcquireReply", "invalid-kind-4", wire(wu8(4)))
+	add("FuzzAcquireReply", "invalid-kind-5", wire(wu8(5)))
+	add("FuzzAcquireReply", "invalid-queued-zero-holder", wire(wu8(uint8(KindQueued)), none, wu64(1)))
 	add("FuzzAcquireReply", "invalid-busy-zero-holder", wire(wu8(uint8(KindBusy)), none, wu64(1), wu64(1), wu8(0)))
 	add("FuzzAcquireReply", "invalid-busy-zero-session", wire(wu8(uint8(KindBusy)), whld(noSession), wu64(1), wu64(1), wu8(0)))
 	add("FuzzAcquireReply", "invalid-vote-without-identity-sig", wire(wu8(uint8(KindVote)), fx.partial.Marshal(), wu8(0)))
@@ -180,6 +182,12 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzSignedVote", "invalid-zero-holder", wire(vote(Holder{})))
 	add("FuzzEvidence", "invalid-same-session", wire(vote(testHolder), vote(testHolder)))
 	add("FuzzEvidence", "invalid-zero-session", wire(vote(testHolder), vote(noSession)))
+	add("FuzzWaitRequest", "invalid-zero-session", wire(st.Cluster[:], wstr("r"), zs, wu64(1)))
+	add("FuzzWaitRequest", "invalid-resource-rlo", wire(st.Cluster[:], wstr(rlo), sess, wu64(1)))
+	add("FuzzWaitRequest", "invalid-max-wait-out-of-range", wire(st.Cluster[:], wstr("r"), sess, wu64(tooLongMS)))
+	add("FuzzWaitReply", "invalid-free-with-holder", wire(wu8(0), wu8(1), wu64(1), whld(testHolder), wu64(0), wu64(0), wu8(0), wstr("")))
+	add("FuzzWaitReply", "invalid-free-flag-2", wire(wu8(0), wu8(2), wu64(1), none, wu64(0), wu64(0), wu8(0), wstr("")))
+	add("FuzzWaitReply", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu8(0), wu64(1), none, wu64(0), wu64(0), wu8(0), wstr("")))
 	add("FuzzAck", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu64(1), wu64(0), wstr("")))
 	add("FuzzAck", "invalid-message-not-utf8", wire(wu8(1), wu64(1), wu64(0), wstr("\xc3")))
 
@@ -271,6 +279,8 @@ func TestSeedsClassified(t *testing.T) {
 		"FuzzAck":            func(b []byte) error { _, err := UnmarshalAck(b); return err },
 		"FuzzSignedVote":     func(b []byte) error { _, err := UnmarshalSignedVote(b); return err },
 		"FuzzEvidence":       func(b []byte) error { _, err := UnmarshalEvidence(b); return err },
+		"FuzzWaitRequest":    func(b []byte) error { _, err := UnmarshalWaitRequest(b); return err },
+		"FuzzWaitReply":      func(b []byte) error { _, err := UnmarshalWaitReply(b); return err },
 		"FuzzReadFrame":      func(b []byte) error { _, err := ReadFrame(bytes.NewReader(b), MaxFrameSize); return err },
 	}
 	require.Len(t, decoders, len(fuzzTargets))
@@ -394,6 +404,14 @@ func FuzzSignedVote(f *testing.F) {
 
 func FuzzEvidence(f *testing.F) {
 	fuzzDecoder(f, "FuzzEvidence", UnmarshalEvidence, marshalOf[Evidence])
+}
+
+func FuzzWaitRequest(f *testing.F) {
+	fuzzDecoder(f, "FuzzWaitRequest", UnmarshalWaitRequest, marshalOf[WaitRequest])
+}
+
+func FuzzWaitReply(f *testing.F) {
+	fuzzDecoder(f, "FuzzWaitReply", UnmarshalWaitReply, marshalOf[WaitReply])
 }
 
 func FuzzAck(f *testing.F) {

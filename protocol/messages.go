@@ -181,7 +181,7 @@ const (
 	KindRefuse ReplyKind = 3
 )
 
-// AcquireReply is a Vote, Busy or Refuse.
+// AcquireReply is a Vote, Busy, Queued (see KindQueued) or Refuse.
 type AcquireReply struct {
 	Kind ReplyKind
 	// Vote: the partial signature over the statement, and the node's identity
@@ -458,6 +458,9 @@ func (m AcquireReply) Marshal() []byte {
 		e.u64(m.LeaseEpoch)
 		e.u64(durMS(m.Left))
 		e.flag(m.Pending)
+	case KindQueued:
+		e.holder(m.Holder)
+		e.u64(durMS(m.Left))
 	case KindRefuse:
 		e.u8(uint8(m.Code))
 		e.u64(m.LastEpoch)
@@ -493,6 +496,12 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 			m.LeaseEpoch = d.u64("lease epoch")
 			m.Left = msDur(d, "left")
 			m.Pending = d.flag("pending flag")
+		case m.Kind == KindQueued:
+			m.Holder = d.optHolder("holder")
+			if d.err == nil && m.Holder.IsZero() {
+				d.fail("queued reply without holder")
+			}
+			m.Left = msDur(d, "left")
 		case m.Kind == KindRefuse:
 			m.Code = d.code()
 			m.LastEpoch = d.u64("last epoch")

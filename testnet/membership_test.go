@@ -16,10 +16,11 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-// TestFloodDoesNotStarveOtherClient: client 2 opens 100 streams per node
-// that never finish their request (holding every slot it is allowed);
-// the nodes bound its in-flight requests (16 per peer) and reset the rest,
-// and client 1 still acquires promptly.
+// TestFloodDoesNotStarveOtherClient: client 2 opens 150 streams per node
+// that never finish their request (holding every stream it is allowed);
+// the nodes bound its open streams (96 per peer, node.Config's default
+// MaxStreamsPerPeer) and reset the rest, and client 1 still acquires
+// promptly.
 func TestFloodDoesNotStarveOtherClient(t *testing.T) {
 	nw := startNet(t, 4, 2, Options{})
 	var ids []peer.ID
@@ -35,7 +36,7 @@ func TestFloodDoesNotStarveOtherClient(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, m := range nw.Members {
 		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
-		for k := 0; k < 100; k++ {
+		for k := 0; k < 150; k++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -62,8 +63,8 @@ func TestFloodDoesNotStarveOtherClient(t *testing.T) {
 		}
 	}
 	// Let the flood take its slots, then acquire as the other client.
-	require.Eventually(t, func() bool { return refused.Load() >= 4*(100-16) }, 10*time.Second, 10*time.Millisecond,
-		"nodes must reset the flood beyond 16 in-flight requests per peer (refused %d)", refused.Load())
+	require.Eventually(t, func() bool { return refused.Load() >= 4*(150-96) }, 10*time.Second, 10*time.Millisecond,
+		"nodes must reset the flood beyond 96 open streams per peer (refused %d)", refused.Load())
 	c := newClient(t, nw, 0, client.Config{RequestTimeout: 2 * time.Second})
 	start := time.Now()
 	l, err := c.TryAcquire(ctx, "res")

@@ -23,7 +23,7 @@ import (
 
 // TestMain lets testscript run this test binary as the palisade command.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"palisade": cli.Main})
+	testscript.Main(m, map[string]func(){"palisade": cli.Main, "ptest": ptestMain})
 }
 
 // TestScript runs the CLI scripts in testdata/script.
@@ -31,7 +31,9 @@ func TestScript(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"waitfile": cmdWaitFile},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": cmdWaitFile, "freeport": cmdFreePort, "jsonfield": cmdJSONField,
+		},
 		Setup: func(e *testscript.Env) error {
 			// Logs at their defaults whatever the caller's environment.
 			e.Setenv("GOLOG_LOG_LEVEL", "")
@@ -275,7 +277,7 @@ func TestProcessesKillOneThenTwo(t *testing.T) {
 	tok.Epoch++
 	r = verify(clusterFile, tok.String())
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "palisade: error: token rejected: verifier: invalid token signature")
+	require.Contains(t, r.stderr, "palisade: error: token rejected: invalid token signature")
 	// Another cluster refuses it.
 	other := filepath.Join(dir, "other")
 	require.Equal(t, 0, runBin(ctx, t, 30*time.Second, bin, "keygen", "--nodes", "4", "--dir", other).code)
@@ -298,15 +300,16 @@ func TestProcessesKillOneThenTwo(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "resource=orders-db ")
 
-	// Two killed: no quorum; acquire gives up within --wait and names the
-	// dead nodes.
+	// Two killed: no quorum; acquire gives up within --wait, exits 4 (not
+	// enough nodes) and names the dead nodes, one short reason each.
 	nodes[2].kill(t)
 	const wait = 3 * time.Second
 	r = acquire(wait)
-	require.Equal(t, 1, r.code, "stdout %q", r.stdout)
+	require.Equal(t, 4, r.code, "stdout %q", r.stdout)
 	require.Empty(t, r.stdout)
-	require.Contains(t, r.stderr, "palisade: error: acquire \"orders-db\"")
-	require.Contains(t, r.stderr, "nodes 3, 4 failed")
+	require.Contains(t, r.stderr, "palisade: error: acquire \"orders-db\": gave up after --wait 3s: not enough nodes: 3 of 4 needed")
+	require.Regexp(t, `\(node 3: connection refused; node 4: connection refused\)`, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line:\n%s", r.stderr)
 	require.Less(t, r.took, wait+10*time.Second, "acquire overran its --wait bound")
 	require.GreaterOrEqual(t, r.took, wait, "acquire gave up before its --wait bound")
 

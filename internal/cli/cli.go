@@ -1,11 +1,12 @@
 // Package cli is the palisade command line: keygen, node, testnet,
-// acquire, verify, demo, identity, dkg, reshare, resource and help.
-// cmd/palisade only calls Main.
+// acquire, lock, release, verify, demo, identity, dkg, reshare, resource,
+// version, completion and help. cmd/palisade only calls Main.
 //
 // Every command parses its flags with the standard flag package; a flag
 // not given on the command line is read from the environment variable
 // PALISADE_<NAME> (upper case, dashes as underscores; see EnvVar). Errors
-// print "palisade: error: …" on stderr and exit 1.
+// print "palisade: error: …" on stderr and exit with the status ExitCode
+// picks (1 unless the failure has its own, see exitcode.go).
 package cli
 
 import (
@@ -100,13 +101,25 @@ type Config struct {
 	// Data is the data directory of resource (--data). No default.
 	Data string
 	// Listen is the TCP address resource serves HTTP on (--listen).
-	// Default "127.0.0.1:7070".
+	// Default "127.0.0.1:7070"; agent's is "127.0.0.1:7071".
 	Listen string
+	// Grace is how long lock's COMMAND has to exit after SIGTERM once
+	// the lease is lost, before SIGKILL (--grace). Default 10s.
+	Grace time.Duration
+	// SecretFile is the agent's bearer secret file (--secret-file). No
+	// default: the agent then serves loopback only.
+	SecretFile string
+	// MaxLocks bounds the locks the agent holds (--max-locks). Default
+	// 1024.
+	MaxLocks int
+	// JSON makes verify print its result as JSON (--json).
+	JSON bool
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
 // Host "127.0.0.1", BasePort 0 (free ports), TTL 10s, Wait 0 (try once),
-// Seed 1; Dir, Cluster and Identity are empty and must be given.
+// Seed 1, Grace 10s; Dir, Cluster and Identity are empty and must be
+// given.
 func DefaultConfig() Config {
 	return Config{
 		Nodes: 4,
@@ -119,6 +132,9 @@ func DefaultConfig() Config {
 		Cycles:  200,
 
 		Listen: "127.0.0.1:7070",
+
+		Grace:    10 * time.Second,
+		MaxLocks: 1024,
 	}
 }
 
@@ -144,8 +160,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Main runs the command line in os.Args and exits: 0 on success, 1 on
-// error. SIGINT and SIGTERM cancel the command's context.
+// Main runs the command line in os.Args and exits: 0 on success, else
+// the status ExitCode gives the error. SIGINT and SIGTERM cancel the
+// command's context.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -186,7 +203,7 @@ var commands = map[string]command{
 	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
 	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
-	"verify":   {verifyUsage, runVerify, func(fs *flag.FlagSet, c *Config) { clusterFlag(fs, c) }},
+	"verify":   {verifyUsage, runVerify, verifyFlags},
 	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
 	"bench":    {benchUsage, runBench, benchFlags},
 	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
@@ -194,6 +211,11 @@ var commands = map[string]command{
 	"identity": {identityUsage, runIdentity, identityFlags},
 	"dkg":      {dkgUsage, runDKG, ceremonyFlags},
 	"reshare":  {reshareUsage, runReshare, reshareFlags},
+	"release":  {releaseUsage, runRelease, releaseFlags},
+	"lock":     {lockUsage, runLock, lockFlags},
+	"version":  {versionUsage, runVersion, func(*flag.FlagSet, *Config) {}},
+	// "completion" adds itself in completion.go: it reads this map.
+	"agent": {agentUsage, runAgent, agentFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {
@@ -243,11 +265,15 @@ func usageErrorf(cmd, format string, args ...any) error {
 }
 
 // Run runs one command line (without the program name) and returns the
-// exit status. ctx ends long-running commands (node, testnet) and aborts
-// the others.
+// exit status (see ExitCode). ctx ends long-running commands (node,
+// testnet) and aborts the others.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	setupLogging()
 	if err := run(ctx, args, stdout, stderr); err != nil {
+		var ce *commandExit
+		if errors.As(err, &ce) {
+			return ce.code
+		}
 		fmt.Fprintf(stderr, "palisade: error: %v\n", err)
 		var ue errUsage
 		if errors.As(err, &ue) {
@@ -257,7 +283,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "palisade: run \"palisade %s -h\" for usage.\n", ue.cmd)
 			}
 		}
-		return 1
+		return ExitCode(err)
 	}
 	return 0
 }
@@ -280,7 +306,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cmd.flags(fs, &cfg)
-	pos, set, err := parseFlags(fs, args)
+	explainFlagValues(fs)
+	pos, set, err := parseFlagsN(fs, args, ownArgs[name])
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, cmd.usage)
 		return nil
@@ -319,6 +346,15 @@ func runHelp(stdout io.Writer, args []string) error {
 // variable. It returns the positional arguments and the names of the flags
 // that were set either way.
 func parseFlags(fs *flag.FlagSet, args []string) (pos []string, set map[string]bool, err error) {
+	return parseFlagsN(fs, args, 0)
+}
+
+// parseFlagsN is parseFlags for a command whose first n positional
+// arguments are its own and the rest another program's command line
+// (lock's RESOURCE COMMAND ARGS; n = 0: no such rest). After the n-th,
+// flags are read only up to "--" or the next argument that is not a
+// flag, and every argument from there is positional.
+func parseFlagsN(fs *flag.FlagSet, args []string, n int) (pos []string, set map[string]bool, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, nil, err
@@ -333,6 +369,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (pos []string, set map[string]b
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+		if n > 0 && len(pos) == n {
+			if err := fs.Parse(args); err != nil {
+				return nil, nil, err
+			}
+			pos = append(pos, fs.Args()...)
+			break
+		}
 	}
 	set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -28,6 +28,7 @@ func runKeygen(_ context.Context, e *env, cfg Config, args []string) error {
 		return err
 	}
 	printKeys(e.stdout, cfg.Dir, keys)
+	fmt.Fprintln(e.stdout, faultTolerance(cfg.Nodes))
 	return nil
 }
 

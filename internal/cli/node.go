@@ -44,7 +44,7 @@ const startRetryFor = 3 * time.Second
 func startNode(ctx context.Context, dir string) (*node.Running, error) {
 	d, err := node.LoadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("node: load %s: %w", dir, err)
+		return nil, explainNodeLoad(dir, err)
 	}
 	deadline := time.Now().Add(startRetryFor)
 	var r *node.Running
@@ -59,7 +59,7 @@ func startNode(ctx context.Context, dir string) (*node.Running, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("node %d: start: %w", d.Share.Index(), err)
+		return nil, explainNodeStart(d.Share.Index(), dir, err)
 	}
 	var addrs []string
 	for _, a := range r.Host().Addrs() {
@@ -85,6 +85,7 @@ func runTestnet(ctx context.Context, e *env, cfg Config, args []string) error {
 			return fmt.Errorf("testnet: %w", err)
 		}
 		dirs = keys.NodeDirs
+		fmt.Fprintf(e.stderr, "palisade: %s\n", faultTolerance(cfg.Nodes))
 	case err != nil:
 		return fmt.Errorf("testnet: %w", err)
 	default:

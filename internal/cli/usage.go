@@ -14,11 +14,16 @@ Usage:
     palisade dkg     --members FILE --identity FILE --dir DIR
     palisade reshare --members FILE --identity FILE --dir DIR (--old-dir DIR | --cluster FILE)
     palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
-    palisade verify  --cluster FILE TOKEN
+    palisade lock    --cluster FILE --identity FILE [--ttl D] [--wait D] [--grace D] RESOURCE -- COMMAND [ARGS]
+    palisade release --cluster FILE --identity FILE TOKEN
+    palisade verify  --cluster FILE [--json] TOKEN
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
+    palisade version
+    palisade completion bash|zsh
     palisade help    [COMMAND]
 
 Every flag can also be set by an environment variable named after it:
@@ -35,9 +40,12 @@ Example:
     $ TOKEN=$(palisade acquire --ttl 30s orders-db)
     $ palisade verify "$TOKEN"
     resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
+    $ palisade release "$TOKEN"
+    $ palisade lock --wait 1m nightly-report -- ./report.sh
     $ palisade demo
     [the fencing story, step by step]
 
+` + exitCodes + `
 Run "palisade help COMMAND" for more about one command.
 `
 
@@ -68,6 +76,7 @@ Example:
     cluster palisade-testnet n=4 t=3 id=5f0c[...]
     node1 /ip4/127.0.0.1/tcp/40123 12D3KooW[...]
     [...]
+    4 nodes tolerate 1 faulty node (f = 1, 3 signatures needed)
     $ palisade node --dir /tmp/pal/node1 &
     $ palisade keygen --nodes 4 --dir compose-data --base-port 4000 \
         --host 10.77.0.11,10.77.0.12,10.77.0.13,10.77.0.14
@@ -121,8 +130,12 @@ const acquireUsage = `Usage:
 
 Acquires a lease on RESOURCE and prints its fencing token on stdout. The
 command exits at once and does not release the lease: it runs out after
-the TTL, and the token stays valid at resources until a newer one is used.
-On failure it names the nodes that failed and exits 1.
+the TTL ("palisade release TOKEN" ends it sooner), and the token stays
+valid at resources until a newer one is used. On failure it says why in
+one line (who holds RESOURCE, or which nodes failed or refused and how)
+and exits 3 if RESOURCE is busy, 4 if too few nodes answered, 5 if the
+identity may not acquire it, 1 otherwise. "palisade lock" holds a lease
+while a command runs.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
@@ -141,7 +154,7 @@ Example:
 `
 
 const verifyUsage = `Usage:
-    palisade verify --cluster FILE TOKEN
+    palisade verify --cluster FILE [--json] TOKEN
 
 Checks TOKEN (its text form; "-" reads it from stdin) offline against the
 cluster's group public key. If it is valid, verify prints one line
@@ -152,14 +165,24 @@ it prints why
 (malformed, invalid signature, another cluster) and exits 1. It does not
 check barriers: that is the resource's job.
 
+With --json it prints one JSON object on stdout instead, for scripts,
+whether the token is valid or not: "valid", the token's fields when it
+decodes ("cluster", "resource", "epoch", "holder", "session"),
+"signature" (valid, invalid or not_checked) and, if refused, "error"
+with a "code" (malformed, old_version, wrong_cluster, invalid_signature;
+see docs/token-format.md) and a "message".
+
 Flags (environment variable in brackets):
     --cluster FILE   the cluster file [PALISADE_CLUSTER]
+    --json           print the result as JSON [PALISADE_JSON]
 
 Example:
     $ palisade verify --cluster /tmp/palisade/cluster.json "$TOKEN"
     resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
     $ palisade verify --cluster /tmp/palisade/cluster.json pt2.garbage
     palisade: error: token rejected: verifier: malformed token: [...]
+    $ palisade verify --json --cluster /tmp/palisade/cluster.json "$TOKEN"
+    {"valid":true,"cluster":"5f0c[...]","resource":"orders-db","epoch":1,"holder":"12D3KooW[...]","session":"[...]","signature":"valid"}
 `
 
 const demoUsage = `Usage:
@@ -242,6 +265,7 @@ Example:
 
 const resourceUsage = `Usage:
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
 
 Runs the reference fenced resource: an HTTP key-value store that admits a
 request only with a valid Palisade token for the key whose epoch is not

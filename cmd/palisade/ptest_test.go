@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// ptestMain is the program "ptest" of the CLI scripts: what the scripts
+// need and testscript lacks. Each subcommand is bounded in time.
+//
+//	ptest exits N CMD [ARGS]
+//	    runs CMD with this program's stdin, stdout and stderr, passing
+//	    SIGINT and SIGTERM on to it, and succeeds iff it exits with
+//	    status N (the scripts' "exec" only tells zero from non-zero)
+//	ptest env FILE [CODE]
+//	    a COMMAND for palisade lock: prints "resource=R epoch=E" from
+//	    PALISADE_RESOURCE and PALISADE_EPOCH, writes PALISADE_TOKEN to
+//	    FILE, exits CODE (0)
+//	ptest hold STARTED DONE [ignore-term]
+//	    a COMMAND for palisade lock: writes PALISADE_TOKEN to STARTED,
+//	    then waits (at most a minute) for the file DONE and exits 0. On
+//	    SIGINT it exits 130, on SIGTERM 143, or with ignore-term it keeps
+//	    waiting; it prints what happened
+//	ptest exit N
+//	    exits N
+//	ptest args [ARGS]
+//	    prints its arguments on one line
+//	ptest sleep D
+//	    sleeps D (at most a minute)
+//	ptest client FILE NAME PEERID|@IDFILE [PATTERN...]
+//	    sets the client entry of PEERID in the cluster file FILE (adds
+//	    it, or replaces its name and patterns); @IDFILE reads the peer ID
+//	    from a file, as "palisade identity" printed it
+func ptestMain() {
+	if err := ptest(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "ptest: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// ptestLimit bounds every wait of ptest.
+const ptestLimit = time.Minute
+
+func ptest(args []string) error {
+	if len(args) == 0 {
+		return errors.New("no subcommand")
+	}
+	switch sub, args := args[0], args[1:]; {
+	case sub == "exits" && len(args) >= 2:
+		return ptestExits(args[0], args[1:])
+	case sub == "env" && (len(args) == 1 || len(args) == 2):
+		fmt.Printf("resource=%s epoch=%s\n", os.Getenv("PALISADE_RESOURCE"), os.Getenv("PALISADE_EPOCH"))
+		if err := os.WriteFile(args[0], []byte(os.Getenv("PALISADE_TOKEN")+"\n"), 0o644); err != nil {
+			return err
+		}
+		if len(args) == 2 {
+			code, err := strconv.Atoi(args[1])
+			if err != nil {
+				return err
+			}
+			os.Exit(code)
+		}
+		return nil
+	case sub == "hold" && (len(args) == 2 || len(args) == 3 && args[2] == "ignore-term"):
+		return ptestHold(args[0], args[1], len(args) == 3)
+	case sub == "args":
+		fmt.Println(strings.Join(args, " "))
+		return nil
+	case sub == "exit" && len(args) == 1:
+		code, err := strconv.Atoi(args[0])
+		if err != nil {
+			return err
+		}
+		os.Exit(code)
+	case sub == "sleep" && len(args) == 1:
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return err
+		}
+		time.Sleep(min(d, ptestLimit))
+		return nil
+	case sub == "client" && len(args) >= 3:
+		return ptestClient(args[0], args[1], args[2], args[3:])
+	}
+	return fmt.Errorf("bad arguments: %q", args)
+}
+
+func ptestExits(want string, argv []string) error {
+	code, err := strconv.Atoi(want)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	signal.Stop(sigs)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return err
+	}
+	if got := cmd.ProcessState.ExitCode(); got != code {
+		return fmt.Errorf("%s exited with status %d, want %d", argv[0], got, code)
+	}
+	return nil
+}
+
+func ptestHold(started, done string, ignoreTerm bool) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	if err := os.WriteFile(started, []byte(os.Getenv("PALISADE_TOKEN")+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("ptest: holding")
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(ptestLimit)
+	for {
+		select {
+		case s := <-sigs:
+			switch {
+			case s == os.Interrupt:
+				fmt.Println("ptest: interrupted")
+				os.Exit(130)
+			case ignoreTerm:
+				fmt.Println("ptest: ignoring SIGTERM")
+			default:
+				fmt.Println("ptest: terminated")
+				os.Exit(143)
+			}
+		case <-tick.C:
+			if _, err := os.Stat(done); err == nil {
+				fmt.Println("ptest: done")
+				return nil
+			}
+		case <-deadline:
+			return fmt.Errorf("%s did not appear within %v", done, ptestLimit)
+		}
+	}
+}
+
+func ptestClient(file, name, id string, patterns []string) error {
+	if rest, ok := strings.CutPrefix(id, "@"); ok {
+		b, err := os.ReadFile(rest)
+		if err != nil {
+			return err
+		}
+		id = strings.TrimSpace(string(b))
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var cf protocol.ClusterFile
+	if err := json.Unmarshal(b, &cf); err != nil {
+		return err
+	}
+	entry := protocol.ClientInfo{Name: name, PeerID: id, Resources: patterns}
+	replaced := false
+	for i, c := range cf.Clients {
+		if c.PeerID == id {
+			cf.Clients[i], replaced = entry, true
+		}
+	}
+	if !replaced {
+		cf.Clients = append(cf.Clients, entry)
+	}
+	return cf.Save(file)
+}

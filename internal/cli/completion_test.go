@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// completionScript prints palisade's completion script for shell into a
+// file and returns its path.
+func completionScript(t *testing.T, shell string) string {
+	t.Helper()
+	var out, errb strings.Builder
+	require.Equal(t, 0, Run(context.Background(), []string{"completion", shell}, &out, &errb), errb.String())
+	path := filepath.Join(t.TempDir(), "palisade."+shell)
+	require.NoError(t, os.WriteFile(path, []byte(out.String()), 0o644))
+	return path
+}
+
+// TestCompletionCoversCommands: every command and every flag of it is in
+// both scripts (they are made from the commands map, so a new command or
+// flag is there without anyone editing a script).
+func TestCompletionCoversCommands(t *testing.T) {
+	bash, err := os.ReadFile(completionScript(t, "bash"))
+	require.NoError(t, err)
+	zsh, err := os.ReadFile(completionScript(t, "zsh"))
+	require.NoError(t, err)
+	for name, cmd := range commands {
+		require.Contains(t, string(bash), "    "+name+")", name)
+		require.Contains(t, string(zsh), "    "+name+")", name)
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		cmd.flags(fs, &cfg)
+		fs.VisitAll(func(f *flag.Flag) {
+			require.Contains(t, string(bash), "--"+f.Name, "%s --%s", name, f.Name)
+			require.Contains(t, string(zsh), "'--"+f.Name+"[", "%s --%s", name, f.Name)
+		})
+	}
+}
+
+// TestBashCompletion completes command lines in bash with the script.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash here; the script itself is checked by TestCompletionCoversCommands")
+	}
+	script := completionScript(t, "bash")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cluster.json"), nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "node1"), 0o755))
+	complete := func(words ...string) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var quoted []string
+		for _, w := range words {
+			quoted = append(quoted, "'"+w+"'")
+		}
+		prog := `source "$1"; COMP_WORDS=(` + strings.Join(quoted, " ") + `); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _palisade; printf '%s\n' "${COMPREPLY[@]}"`
+		cmd := exec.CommandContext(ctx, bash, "--norc", "--noprofile", "-c", prog, "bash", script)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.Fields(string(out))
+	}
+	require.Equal(t, []string{"lock"}, complete("palisade", "lo"))
+	require.Equal(t, []string{"release", "reshare", "resource"}, complete("palisade", "re"))
+	require.Equal(t, []string{"--grace"}, complete("palisade", "lock", "--gr"))
+	require.Equal(t, []string{"--cluster", "--identity", "--ttl", "--wait"}, complete("palisade", "acquire", "--"))
+	require.Equal(t, []string{"cluster.json"}, complete("palisade", "acquire", "--cluster", "clu"))
+	require.Equal(t, []string{"node1"}, complete("palisade", "node", "--dir", "n"))
+	require.Empty(t, complete("palisade", "acquire", "--ttl", ""), "a duration has nothing to complete")
+	require.Equal(t, []string{"zsh"}, complete("palisade", "completion", "z"))
+	require.Equal(t, []string{"version"}, complete("palisade", "help", "vers"))
+	// After lock's "--", the words are a command line.
+	require.Contains(t, complete("palisade", "lock", "orders-db", "--", "bas"), "bash")
+	require.Equal(t, []string{"cluster.json"}, complete("palisade", "lock", "orders-db", "--", "cat", "clu"))
+}
+
+// TestZshCompletion loads the script in zsh's completion system.
+func TestZshCompletion(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("no zsh here; the script itself is checked by TestCompletionCoversCommands")
+	}
+	script := completionScript(t, "zsh")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, zsh, "-n", script).CombinedOutput()
+	require.NoError(t, err, "zsh -n: %s", out)
+	prog := `autoload -U compinit; compinit -u -d "$2"; source "$1"; print -r -- $_comps[palisade]`
+	out, err = exec.CommandContext(ctx, zsh, "-f", "-c", prog, "zsh", script, filepath.Join(t.TempDir(), "zcompdump")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "_palisade\n", string(out))
+}

@@ -1,0 +1,321 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/transport"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Tests of the one-pairing fast path (Commit and Release of the statement
+// a node voted for skip the signature check) and of push handoff (the wait
+// queue, Queued replies and the Wait long poll), through node 1's handlers.
+
+// nodeDriver calls node 1's handlers as client peers do.
+type nodeDriver struct {
+	t  testing.TB
+	lc *limitsCluster
+	n  *Node
+}
+
+func (d nodeDriver) call(from peer.ID, proto string, req []byte) []byte {
+	d.t.Helper()
+	b, err := d.n.serve(context.Background(), proto, from, req)
+	require.NoError(d.t, err)
+	return b
+}
+
+func (d nodeDriver) acquire(from peer.ID, h protocol.Holder, resource string, epoch uint64) protocol.AcquireReply {
+	d.t.Helper()
+	req := protocol.AcquireRequest{Cluster: d.lc.cluster.ID, Resource: resource, Epoch: epoch, Session: h.Session, TTL: 10 * time.Second}
+	r, err := protocol.UnmarshalAcquireReply(d.call(from, protocol.ProtoAcquire, req.Marshal()))
+	require.NoError(d.t, err)
+	return r
+}
+
+func (d nodeDriver) ack(from peer.ID, proto string, req []byte) protocol.Ack {
+	d.t.Helper()
+	a, err := protocol.UnmarshalAck(d.call(from, proto, req))
+	require.NoError(d.t, err)
+	return a
+}
+
+func (d nodeDriver) commit(from peer.ID, tok protocol.Token) protocol.Ack {
+	return d.ack(from, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: 10 * time.Second}.Marshal())
+}
+
+func (d nodeDriver) release(from peer.ID, tok protocol.Token) protocol.Ack {
+	return d.ack(from, protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
+}
+
+// token signs st with three shares (a valid token).
+func (d nodeDriver) token(st protocol.Statement) protocol.Token {
+	d.t.Helper()
+	var ps []crypto.PartialSig
+	for _, sh := range d.lc.shares[:3] {
+		p, err := sh.Sign(st.SignedBytes())
+		require.NoError(d.t, err)
+		ps = append(ps, p)
+	}
+	sig, _, err := d.lc.cluster.Key.Combine(st.SignedBytes(), ps)
+	require.NoError(d.t, err)
+	return protocol.Token{Statement: st, Signature: sig}
+}
+
+// forged is tok with another (well-formed, invalid) signature.
+func (d nodeDriver) forged(tok protocol.Token) protocol.Token {
+	d.t.Helper()
+	other := d.token(d.lc.cluster.Statement("forged", 1, tok.Holder))
+	tok.Signature = other.Signature
+	require.Error(d.t, d.lc.cluster.Key.Verify(tok.SignedBytes(), tok.Signature))
+	return tok
+}
+
+func (d nodeDriver) record(resource string) Record {
+	d.t.Helper()
+	r, err := d.n.Record(context.Background(), resource)
+	require.NoError(d.t, err)
+	return r
+}
+
+// startNode1Clock is startNode1 on a given clock.
+func (lc *limitsCluster) startNode1Clock(t testing.TB, clock clockwork.Clock) *Node {
+	t.Helper()
+	h, err := transport.NewHost(lc.ids[0], nil, transport.NewGater())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	n, err := New(Config{Cluster: lc.cluster, Share: lc.shares[0]}, NewMemStore(), h, clock)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// TestCommitOwnStatementSkipsPairing: the holder's Commit and Release of
+// the statement the node voted for cost no pairing and record no
+// certified token; anything else is checked as before.
+func TestCommitOwnStatementSkipsPairing(t *testing.T) {
+	lc := newLimitsCluster(t)
+	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, NewMemStore(), Limits{}, "")}
+	me := lc.everything
+	h := limitsHolder(me.String())
+	const res = "orders-1"
+
+	require.Equal(t, protocol.KindVote, d.acquire(me, h, res, 1).Kind)
+	tok := d.token(lc.cluster.Statement(res, 1, h))
+
+	// The holder's own commit, valid or not: no pairing, lease started,
+	// nothing recorded as certified (so Status never shows it).
+	require.Equal(t, protocol.CodeOK, d.commit(me, d.forged(tok)).Code)
+	require.Equal(t, protocol.CodeOK, d.commit(me, tok).Code)
+	require.Zero(t, d.n.LimitStats().TokenChecks, "pairings for the holder's own statement")
+	rec := d.record(res)
+	require.True(t, rec.Lease.Committed)
+	require.Nil(t, rec.Certified, "an unchecked token is never recorded as certified")
+	st, err := protocol.UnmarshalStatusReply(d.call(me, protocol.ProtoStatus, protocol.StatusRequest{Resource: res}.Marshal()))
+	require.NoError(t, err)
+	require.Nil(t, st.Certified)
+
+	// Relayed by someone else: checked once, then recorded.
+	require.Equal(t, protocol.CodeOK, d.commit(lc.ordersOnly, tok).Code)
+	require.EqualValues(t, 1, d.n.LimitStats().TokenChecks)
+	require.Equal(t, &tok, d.record(res).Certified)
+	require.Equal(t, protocol.CodeBadRequest, d.commit(lc.ordersOnly, d.forged(tok)).Code, "a relayed forgery")
+
+	// A statement the node did not vote for is checked even from its holder.
+	later := d.token(lc.cluster.Statement(res, 7, h))
+	checks := d.n.LimitStats().TokenChecks
+	require.Equal(t, protocol.CodeBadRequest, d.commit(me, d.forged(later)).Code)
+	require.Equal(t, checks+1, d.n.LimitStats().TokenChecks)
+	require.Equal(t, uint64(1), d.record(res).LastEpoch, "a forgery teaches nothing")
+
+	// Release of the own lease: no pairing; released twice, acknowledged twice.
+	checks = d.n.LimitStats().TokenChecks
+	require.Equal(t, protocol.CodeOK, d.release(me, d.forged(tok)).Code)
+	require.Equal(t, protocol.CodeOK, d.release(me, tok).Code, "a re-sent release")
+	require.Equal(t, checks, d.n.LimitStats().TokenChecks)
+	require.True(t, d.record(res).Lease.Holder.IsZero())
+	require.Equal(t, protocol.CodeNoLease, d.commit(me, tok).Code, "a released lease does not come back")
+}
+
+// TestQueueOrder: the pure queue orders waiters by (cohort, rank), keeps a
+// waiter's place when it asks again, prunes those that stopped asking, and
+// passes the reservation on when it runs out.
+func TestQueueOrder(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	q := newQueue()
+	const res = stateRes
+	require.True(t, q.touch(bob, 6, rank(res, bob), 8, at(0)))
+	require.True(t, q.touch(alice, 5, rank(res, alice), 8, at(time.Second)), "alice waited behind an earlier lease")
+	require.False(t, q.touch(bob, 9, rank(res, bob), 8, at(2*time.Second)), "asking again keeps the place")
+	require.True(t, q.touch(carol, 6, rank(res, carol), 8, at(2*time.Second)))
+	require.False(t, q.touch(alice2, 6, 0, 3, at(2*time.Second)), "full")
+
+	order := func() []protocol.Holder {
+		c := &queue{waiters: append([]waiter(nil), q.waiters...)}
+		var out []protocol.Holder
+		for {
+			w, ok := c.head()
+			if !ok {
+				return out
+			}
+			out = append(out, w.holder)
+			c.remove(w.holder)
+		}
+	}
+	second, third := bob, carol
+	if rank(res, carol) < rank(res, bob) {
+		second, third = carol, bob
+	}
+	require.Equal(t, []protocol.Holder{alice, second, third}, order(), "cohort first, then rank")
+
+	// The reservation: alice has ReserveFor from when she became first.
+	h, left, dropped, ok := q.reservation(at(3*time.Second), time.Second)
+	require.True(t, ok)
+	require.Equal(t, alice, h)
+	require.Equal(t, time.Second, left)
+	require.Empty(t, dropped)
+	h, left, _, _ = q.reservation(at(3*time.Second+400*time.Millisecond), time.Second)
+	require.Equal(t, alice, h)
+	require.Equal(t, 600*time.Millisecond, left)
+	// She let it run out: she leaves, the next one's window starts.
+	h, left, dropped, _ = q.reservation(at(4*time.Second), time.Second)
+	require.Equal(t, []protocol.Holder{alice}, dropped)
+	require.Equal(t, second, h)
+	require.Equal(t, time.Second, left)
+	// A vote for the first waiter spends the reservation; when the
+	// resource is free again its window starts afresh.
+	q.busy()
+	h, left, _, _ = q.reservation(at(9*time.Second), time.Second)
+	require.Equal(t, second, h)
+	require.Equal(t, time.Second, left)
+
+	// Waiters that stopped asking leave after the TTL; polling ones stay.
+	q.waiters[q.find(third)].polls = 1
+	gone := q.prune(at(30*time.Second), 2*time.Second)
+	require.Equal(t, []protocol.Holder{second}, gone)
+	require.Equal(t, []protocol.Holder{third}, order())
+}
+
+// TestCohort: a waiter behind a live committed lease waits for that lease's
+// generation; once no committed lease is live, for the next one.
+func TestCohort(t *testing.T) {
+	now := stateAt(time.Second)
+	require.EqualValues(t, 5, cohort(stateCommitted(), now))
+	require.EqualValues(t, 6, cohort(stateCommitted(), stateAt(time.Minute)), "the lease lapsed")
+	require.EqualValues(t, 1, cohort(Record{Resource: stateRes}, now))
+	pending := stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{Holder: bob, Epoch: 6, Expires: stateAt(2 * time.Second)} })
+	require.EqualValues(t, 6, cohort(pending, now), "an uncommitted vote does not start a generation")
+}
+
+// TestWaitAndQueuedHandoff: a waiter's long poll returns when the holder
+// releases; the free resource is then reserved for it (others get Queued,
+// including the holder that just released), and after ReserveFor unused
+// it passes on.
+func TestWaitAndQueuedHandoff(t *testing.T) {
+	lc := newLimitsCluster(t)
+	clock := clockwork.NewFakeClock()
+	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
+	a, b := lc.everything, lc.ordersOnly
+	ha, hb := limitsHolder(a.String()), protocol.Holder{ID: b.String(), Session: protocol.SessionID{9}}
+	const res = "orders-2"
+	waitOn := func(res string, from peer.ID, h protocol.Holder) <-chan protocol.WaitReply {
+		out := make(chan protocol.WaitReply, 1)
+		go func() {
+			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: h.Session, MaxWait: 3 * time.Second}
+			r, err := protocol.UnmarshalWaitReply(d.call(from, protocol.ProtoWait, req.Marshal()))
+			require.NoError(t, err)
+			out <- r
+		}()
+		return out
+	}
+	wait := func(from peer.ID, h protocol.Holder) <-chan protocol.WaitReply { return waitOn(res, from, h) }
+
+	// Nobody holds a resource: the poll says free at once (and holds it
+	// for the waiter: a's Acquire there is queued).
+	r := <-waitOn("orders-other", b, hb)
+	require.True(t, r.Free)
+	require.Equal(t, protocol.KindQueued, d.acquire(a, ha, "orders-other", 1).Kind)
+
+	require.Equal(t, protocol.KindVote, d.acquire(a, ha, res, 1).Kind)
+	tok := d.token(lc.cluster.Statement(res, 1, ha))
+	require.Equal(t, protocol.CodeOK, d.commit(a, tok).Code)
+
+	// b waits; its poll is held while a's lease lives.
+	polled := wait(b, hb)
+	require.Eventually(t, func() bool { return d.n.QueueStats().Waiters == 2 }, 5*time.Second, time.Millisecond)
+	select {
+	case r := <-polled:
+		t.Fatalf("poll answered while the lease lives: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, protocol.CodeOK, d.release(a, tok).Code)
+	r = <-polled
+	require.True(t, r.Free, "the release wakes the waiter")
+	require.EqualValues(t, 1, r.LastEpoch)
+
+	// The free resource is b's for ReserveFor: a, asking again, is queued.
+	q := d.acquire(a, protocol.Holder{ID: a.String(), Session: protocol.SessionID{8}}, res, 2)
+	require.Equal(t, protocol.KindQueued, q.Kind)
+	require.Equal(t, hb, q.Holder)
+	require.Equal(t, uint64(1), d.record(res).LastEpoch, "a queued request uses no epoch")
+	require.Equal(t, protocol.KindVote, d.acquire(b, hb, res, 2).Kind, "the first waiter gets the vote")
+	tokB := d.token(lc.cluster.Statement(res, 2, hb))
+	require.Equal(t, protocol.CodeOK, d.commit(b, tokB).Code)
+	require.Equal(t, 1, d.n.QueueStats().Waiters, "a committed lease leaves the queue (b still waits on orders-other)")
+	require.Equal(t, protocol.CodeOK, d.release(b, tokB).Code)
+
+	// A waiter that does not come for its turn loses it after ReserveFor.
+	hc := protocol.Holder{ID: b.String(), Session: protocol.SessionID{10}}
+	r = <-wait(b, hc)
+	require.True(t, r.Free)
+	ha2 := protocol.Holder{ID: a.String(), Session: protocol.SessionID{11}}
+	require.Equal(t, protocol.KindQueued, d.acquire(a, ha2, res, 3).Kind)
+	clock.Advance(d.n.cfg.Rules.ReserveFor)
+	require.Equal(t, protocol.KindVote, d.acquire(a, ha2, res, 3).Kind)
+}
+
+// TestWaitersBounded: what waiters make a node keep is bounded per
+// resource and per client identity, and a waiter that stops asking is
+// forgotten.
+func TestWaitersBounded(t *testing.T) {
+	lc := newLimitsCluster(t)
+	clock := clockwork.NewFakeClock()
+	h, err := transport.NewHost(lc.ids[0], nil, transport.NewGater())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	n, err := New(Config{Cluster: lc.cluster, Share: lc.shares[0], Limits: Limits{WaitersPerResource: 3, WaitersPerClient: 5}}, NewMemStore(), h, clock)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	d := nodeDriver{t: t, lc: lc, n: n}
+	a := lc.everything
+	holder := limitsHolder(a.String())
+	require.Equal(t, protocol.KindVote, d.acquire(a, holder, "r-0", 1).Kind)
+
+	// 10 sessions wait on r-0 (held by a): 3 are queued.
+	poll := func(res string, s byte) {
+		req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: protocol.SessionID{s}, MaxWait: 0}
+		d.call(a, protocol.ProtoWait, req.Marshal())
+	}
+	for s := byte(1); s <= 10; s++ {
+		poll("r-0", s)
+	}
+	require.Equal(t, 3, n.QueueStats().Waiters)
+	// Other resources: a's identity may keep 5 waiters in all.
+	for i := 1; i <= 4; i++ {
+		poll(string(rune('a'+i))+"-res", byte(20+i))
+	}
+	require.Equal(t, 5, n.QueueStats().Waiters)
+	// They stopped asking: a sweep forgets them all.
+	clock.Advance(n.cfg.Rules.WaiterTTL + time.Second)
+	n.sweepQueues()
+	require.Equal(t, QueueStats{}, n.QueueStats())
+	require.Zero(t, n.waiterTotal.Load())
+	require.Zero(t, n.waiterCount(a.String()).Load())
+}
