@@ -288,6 +288,9 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 		return result{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	fmt.Fprintf(stderr, "%-8s %-6s %d cycles in %v, %d failures\n", s.name, w.name, r.Cycles, r.Elapsed.Round(time.Millisecond), r.Failures)
+	if r.FirstErr != nil {
+		fmt.Fprintf(stderr, "%-8s %-6s first failure: %v\n", s.name, w.name, r.FirstErr)
+	}
 	return result{system: s.name, w: w, WorkloadResult: r}, nil
 }
 

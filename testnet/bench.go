@@ -63,6 +63,9 @@ func (r BenchResult) Print(w io.Writer) {
 	if r.Stopped {
 		fmt.Fprintf(w, "stopped at the deadline (%v)\n", r.Options.Deadline)
 	}
+	if r.FirstErr != nil {
+		fmt.Fprintf(w, "first failure: %v\n", r.FirstErr)
+	}
 }
 
 // Bench runs an in-process cluster on loopback and measures acquire and

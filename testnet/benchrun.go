@@ -155,8 +155,10 @@ type WorkloadResult struct {
 	Grants []int
 	// Cycles counts the completed cycles (Lock and Unlock both succeeded).
 	Cycles int
-	// Failures counts failed Lock and Unlock calls.
+	// Failures counts failed Lock and Unlock calls; FirstErr is the
+	// first of them to end (nil with none).
 	Failures int
+	FirstErr error
 	// Elapsed is the measured phase's wall time; CyclesPerS and
 	// HandoffsPerS are Cycles and len(Handoff) over it.
 	Elapsed                  time.Duration
@@ -247,6 +249,12 @@ func Measure(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult,
 	budget.Store(int64(w.Cycles * len(lockers)))
 	grants := make([][]Grant, len(lockers))
 	failures := make([]int, len(lockers))
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(i int, err error) {
+		failures[i]++
+		errOnce.Do(func() { firstErr = err })
+	}
 	start := time.Now()
 	_ = forEachLocker(lockers, func(i int, l Locker) error {
 		for budget.Add(-1) >= 0 && mctx.Err() == nil {
@@ -255,7 +263,7 @@ func Measure(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult,
 			t1 := time.Now()
 			if err != nil {
 				if mctx.Err() == nil {
-					failures[i]++
+					fail(i, fmt.Errorf("client %d: lock: %w", i, err))
 				}
 				continue
 			}
@@ -267,12 +275,12 @@ func Measure(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult,
 			grants[i] = append(grants[i], Grant{Client: i, Resource: w.resource(i), Token: token,
 				Granted: t1, Released: u, Acquire: t1.Sub(t0), Release: t2.Sub(u), ReleaseErr: err})
 			if err != nil {
-				failures[i]++
+				fail(i, fmt.Errorf("client %d: unlock: %w", i, err))
 			}
 		}
 		return nil
 	})
-	r := WorkloadResult{Workload: w, Clients: len(lockers), Elapsed: time.Since(start), Stopped: mctx.Err() != nil && ctx.Err() == nil}
+	r := WorkloadResult{Workload: w, Clients: len(lockers), Elapsed: time.Since(start), Stopped: mctx.Err() != nil && ctx.Err() == nil, FirstErr: firstErr}
 	for i := range lockers {
 		r.Failures += failures[i]
 	}

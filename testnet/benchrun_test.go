@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -48,8 +49,9 @@ func (m *memLock) lockers(n int) []Locker {
 }
 
 type memLocker struct {
-	m    *memLock
-	held chan struct{}
+	m     *memLock
+	held  chan struct{}
+	calls int
 }
 
 func (l *memLocker) Lock(ctx context.Context, resource string) (uint64, error) {
@@ -128,6 +130,31 @@ func TestRunWorkloadDeadline(t *testing.T) {
 	require.Zero(t, r.Failures)
 	require.Empty(t, r.Acquire)
 	require.Equal(t, []int{0, 0}, r.Grants)
+}
+
+// failLock fails every other Lock call with errNope.
+type failLock struct{ memLocker }
+
+var errNope = errors.New("nope")
+
+func (l *failLock) Lock(ctx context.Context, resource string) (uint64, error) {
+	l.calls++
+	if l.calls%2 == 0 {
+		return 0, errNope
+	}
+	return l.memLocker.Lock(ctx, resource)
+}
+
+// TestRunWorkloadFailures: a failed Lock is counted, keeps its error, and
+// uses up its cycle, so the run still ends.
+func TestRunWorkloadFailures(t *testing.T) {
+	l := &failLock{memLocker: memLocker{m: &memLock{}}}
+	r, err := RunWorkload(context.Background(), []Locker{l}, Workload{Name: "fail", Cycles: 6, Deadline: 30 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Failures)
+	require.Equal(t, 3, r.Cycles)
+	require.ErrorIs(t, r.FirstErr, errNope)
+	require.Contains(t, r.FirstErr.Error(), "client 0: lock")
 }
 
 // TestAnalyseOverlap: a grant returned before the previous holder called
