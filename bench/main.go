@@ -253,7 +253,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	if len(sizes) > 0 {
 		printSizes(stdout, sizes)
 	}
-	return nil
+	return checkRuns(append(rows, sizes...))
 }
 
 // result is one measured run.
@@ -261,7 +261,27 @@ type result struct {
 	system string
 	nodes  int
 	w      workload
+	// warmFailed counts the failed warm-up cycles.
+	warmFailed int
 	testnet.WorkloadResult
+}
+
+// errNoCycle fails a benchmark in which a run completed no cycle at all.
+var errNoCycle = errors.New("a run completed no cycle")
+
+// checkRuns returns errNoCycle, naming the runs, if any run completed no
+// cycle: its figures would be empty.
+func checkRuns(runs []result) error {
+	var empty []string
+	for _, r := range runs {
+		if r.Cycles == 0 {
+			empty = append(empty, r.system+" "+r.w.name)
+		}
+	}
+	if len(empty) > 0 {
+		return fmt.Errorf("%w: %s", errNoCycle, strings.Join(empty, ", "))
+	}
+	return nil
 }
 
 // runOne runs workload w on system s with fresh clients, warm-up first,
@@ -273,7 +293,12 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 	}
 	defer testnet.CloseLockers(lockers)
 	tw := testnet.Workload{Name: w.name, Shared: w.shared, Cycles: cfg.cycles, Warmup: cfg.warmup, Deadline: cfg.deadline}
-	if err := testnet.Warm(ctx, lockers, tw); err != nil {
+	var warm *testnet.WarmupError
+	if err := testnet.Warm(ctx, lockers, tw); errors.As(err, &warm) {
+		// Measured anyway: the failures are the finding, and the notes
+		// column shows them.
+		fmt.Fprintf(stderr, "%-8s %-6s %v\n", s.name, w.name, err)
+	} else if err != nil {
 		return result{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	stopProfile, err := startProfile(cfg.cpuprofile, s.name+"-"+w.name)
@@ -291,7 +316,11 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 	if r.FirstErr != nil {
 		fmt.Fprintf(stderr, "%-8s %-6s first failure: %v\n", s.name, w.name, r.FirstErr)
 	}
-	return result{system: s.name, w: w, WorkloadResult: r}, nil
+	res := result{system: s.name, w: w, WorkloadResult: r}
+	if warm != nil {
+		res.warmFailed = warm.Failed
+	}
+	return res, nil
 }
 
 // runSize measures Palisade alone with n nodes and one client.

@@ -50,7 +50,7 @@ func fake(system string, w workload, acquire time.Duration, cps float64, grants 
 	return result{system: system, w: w, WorkloadResult: testnet.WorkloadResult{
 		Acquire: []time.Duration{acquire}, Release: []time.Duration{acquire / 2},
 		Handoff: []time.Duration{acquire / 4}, CyclesPerS: cps, HandoffsPerS: cps / 2, Grants: grants,
-		LongestRun: len(grants),
+		LongestRun: len(grants), Cycles: 1,
 	}}
 }
 
@@ -108,4 +108,15 @@ func TestStartProfileName(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, stop())
 	require.FileExists(t, dir+"/cpu.palisade-16own.pprof")
+}
+
+func TestNotesAndCheckRuns(t *testing.T) {
+	r := fake("palisade", workloads[4], time.Millisecond, 10, 1)
+	r.Cycles = 0
+	r.warmFailed, r.Failures, r.Stopped = 2, 48, true
+	require.Equal(t, "2 warm-up failures, 48 failures, deadline hit", notes(r))
+	err := checkRuns([]result{fake("etcd", workloads[4], time.Millisecond, 10, 1), r})
+	require.ErrorIs(t, err, errNoCycle)
+	require.Contains(t, err.Error(), "palisade 8one")
+	require.NotContains(t, err.Error(), "etcd")
 }

@@ -104,6 +104,9 @@ var comparison = []metric{
 // notes says what went wrong in a run, if anything.
 func notes(r result) string {
 	var n []string
+	if r.warmFailed > 0 {
+		n = append(n, fmt.Sprintf("%d warm-up failures", r.warmFailed))
+	}
 	if r.Failures > 0 {
 		n = append(n, fmt.Sprintf("%d failures", r.Failures))
 	}

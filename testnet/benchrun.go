@@ -209,26 +209,62 @@ func (w Workload) resource(i int) string {
 
 // Warm runs w.Warmup cycles per client, all clients at once, on the
 // workload's resources (connections, sessions and per-resource state
-// are set up before Measure). A failed cycle fails it.
+// are set up before Measure). A client whose cycle fails goes on with
+// the next; Warm then returns a *WarmupError, and the caller decides
+// whether to measure anyway.
 func Warm(ctx context.Context, lockers []Locker, w Workload) error {
 	if err := w.check(len(lockers)); err != nil {
 		return err
 	}
-	if err := forEachLocker(lockers, func(i int, l Locker) error {
+	failed := make([]int, len(lockers))
+	errs := make([]error, len(lockers))
+	_ = forEachLocker(lockers, func(i int, l Locker) error {
 		for range w.Warmup {
-			if _, err := lockOnce(ctx, l, w.resource(i)); err != nil {
-				return err
+			if ctx.Err() != nil {
+				return nil
 			}
-			if err := unlockOnce(ctx, l); err != nil {
-				return err
+			_, err := lockOnce(ctx, l, w.resource(i))
+			if err == nil {
+				err = unlockOnce(ctx, l)
+			}
+			if err != nil {
+				failed[i]++
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("client %d: %w", i, err)
+				}
 			}
 		}
 		return nil
-	}); err != nil {
-		return fmt.Errorf("testnet: workload %q: warm-up: %w", w.Name, err)
+	})
+	if ctx.Err() != nil {
+		return fmt.Errorf("testnet: workload %q: warm-up: %w", w.Name, ctx.Err())
+	}
+	we := &WarmupError{Workload: w.Name, Cycles: w.Warmup * len(lockers)}
+	for i := range lockers {
+		we.Failed += failed[i]
+		if we.First == nil {
+			we.First = errs[i]
+		}
+	}
+	if we.Failed > 0 {
+		return we
 	}
 	return nil
 }
+
+// WarmupError says how many warm-up cycles failed, and the first error.
+type WarmupError struct {
+	Workload       string
+	Failed, Cycles int
+	First          error
+}
+
+func (e *WarmupError) Error() string {
+	return fmt.Sprintf("testnet: workload %q: warm-up: %d of %d cycles failed, one with: %v", e.Workload, e.Failed, e.Cycles, e.First)
+}
+
+// Unwrap returns the first failure.
+func (e *WarmupError) Unwrap() error { return e.First }
 
 // Measure runs the measured phase of w: Cycles*len(lockers) cycles drawn
 // from one budget, each client looping Lock, Unlock on its resource. Its

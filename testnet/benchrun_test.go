@@ -204,3 +204,16 @@ func TestRunWorkloadOwnResources(t *testing.T) {
 	require.Len(t, m.slots, 4)
 	require.Equal(t, 20, r.Cycles)
 }
+
+// TestWarmFailures: warm-up goes on past a failed cycle and reports how
+// many failed.
+func TestWarmFailures(t *testing.T) {
+	l := &failLock{memLocker: memLocker{m: &memLock{}}}
+	err := Warm(context.Background(), []Locker{l}, Workload{Name: "warm", Cycles: 1, Warmup: 4})
+	var we *WarmupError
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, 2, we.Failed)
+	require.Equal(t, 4, we.Cycles)
+	require.ErrorIs(t, err, errNope)
+	require.Equal(t, 4, l.calls, "every warm-up cycle ran")
+}
