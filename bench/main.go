@@ -116,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&names, "workloads", "all", "comma-separated workloads: "+workloadNames()+", or all")
 	fs.StringVar(&systems, "systems", "etcd,palisade", "comma-separated systems of the first table: etcd, palisade")
 	fs.StringVar(&nodes, "nodes", "4,7,10,16", "comma-separated cluster sizes of the second table (Palisade alone, 1 client); empty for none")
-	fs.DurationVar(&cfg.deadline, "deadline", 5*time.Minute, "bound on each measured run")
+	fs.DurationVar(&cfg.deadline, "deadline", 5*time.Minute, "bound on each run's warm-up and, again, on its measured phase")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run to this file name with .SYSTEM-WORKLOAD before its extension")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the data directories (default the system's temporary directory); they are removed at the end")
 	fs.BoolVar(&smoke, "smoke", false, "a short run that only checks the benchmark works: unless given, -cycles 2 -warmup 1 -nodes 4,7 -deadline 2m")

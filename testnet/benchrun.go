@@ -111,8 +111,9 @@ type Workload struct {
 	// Warmup is the number of cycles each client runs, on the workload's
 	// resources, before the measurement starts; they are not counted.
 	Warmup int
-	// Deadline bounds the measured phase (0: one minute). A run that hits
-	// it stops and reports what completed, with Stopped set.
+	// Deadline bounds the warm-up and, again, the measured phase (0: one
+	// minute). A run that hits it stops and reports what completed, with
+	// Stopped set.
 	Deadline time.Duration
 }
 
@@ -199,6 +200,14 @@ func (w Workload) check(clients int) error {
 	return nil
 }
 
+// deadline is w.Deadline, one minute if unset.
+func (w Workload) deadline() time.Duration {
+	if w.Deadline <= 0 {
+		return time.Minute
+	}
+	return w.Deadline
+}
+
 // resource is client i's resource in w.
 func (w Workload) resource(i int) string {
 	if w.Shared {
@@ -209,21 +218,25 @@ func (w Workload) resource(i int) string {
 
 // Warm runs w.Warmup cycles per client, all clients at once, on the
 // workload's resources (connections, sessions and per-resource state
-// are set up before Measure). A client whose cycle fails goes on with
-// the next; Warm then returns a *WarmupError, and the caller decides
-// whether to measure anyway.
+// are set up before Measure), within w.Deadline. A client whose cycle
+// fails goes on with the next; Warm then returns a *WarmupError (cycles
+// the deadline cut off count as failed), and the caller decides whether
+// to measure anyway.
 func Warm(ctx context.Context, lockers []Locker, w Workload) error {
 	if err := w.check(len(lockers)); err != nil {
 		return err
 	}
+	wctx, cancel := context.WithTimeout(ctx, w.deadline())
+	defer cancel()
 	failed := make([]int, len(lockers))
 	errs := make([]error, len(lockers))
 	_ = forEachLocker(lockers, func(i int, l Locker) error {
 		for range w.Warmup {
-			if ctx.Err() != nil {
-				return nil
+			if wctx.Err() != nil {
+				failed[i]++
+				continue
 			}
-			_, err := lockOnce(ctx, l, w.resource(i))
+			_, err := lockOnce(wctx, l, w.resource(i))
 			if err == nil {
 				err = unlockOnce(ctx, l)
 			}
@@ -276,9 +289,7 @@ func Measure(ctx context.Context, lockers []Locker, w Workload) (WorkloadResult,
 	if err := w.check(len(lockers)); err != nil {
 		return WorkloadResult{}, err
 	}
-	if w.Deadline <= 0 {
-		w.Deadline = time.Minute
-	}
+	w.Deadline = w.deadline()
 	mctx, cancel := context.WithTimeout(ctx, w.Deadline)
 	defer cancel()
 	budget := atomic.Int64{}

@@ -217,3 +217,14 @@ func TestWarmFailures(t *testing.T) {
 	require.ErrorIs(t, err, errNope)
 	require.Equal(t, 4, l.calls, "every warm-up cycle ran")
 }
+
+// TestWarmDeadline: a warm-up that cannot get the lock ends at the
+// workload's deadline, its cycles counted as failed.
+func TestWarmDeadline(t *testing.T) {
+	m := &memLock{stuck: true}
+	err := Warm(context.Background(), m.lockers(2), Workload{Name: "stuck", Cycles: 1, Warmup: 3, Shared: true, Deadline: 50 * time.Millisecond})
+	var we *WarmupError
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, 6, we.Failed)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
