@@ -8,6 +8,7 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/libp2p/go-libp2p v0.51.0
 	github.com/multiformats/go-multiaddr v0.16.1
+	github.com/prometheus/client_golang v1.24.1
 	github.com/rogpeppe/go-internal v1.14.1
 	github.com/stretchr/testify v1.12.1
 	go.dedis.ch/kyber/v3 v3.1.0
@@ -82,7 +83,6 @@ require (
 	github.com/pion/transport/v4 v4.0.1 // indirect
 	github.com/pion/turn/v4 v4.0.2 // indirect
 	github.com/pion/webrtc/v4 v4.1.2 // indirect
-	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect

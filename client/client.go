@@ -426,7 +426,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 			return nil, v.err
 		}
 		log.Debugw("acquire round failed", "resource", resource, "round", p.rounds, "took", p.lastRound, "split", p.split, "pause", v.pause, "err", err)
-		if v.kind == verdictBusy {
+		if v.queue {
 			// Push handoff: the nodes answer our long poll when it is
 			// our turn; only if they cannot (too few answer) do we poll
 			// by rounds.

@@ -61,10 +61,13 @@ const (
 )
 
 // verdict is the planner's decision after a failed round: retry after
-// pause, or give up with err (the round's error).
+// pause, or give up with err (the round's error). queue says to wait for
+// our turn in the nodes' queues first (push handoff): the pause is then
+// only what the driver sleeps if the nodes cannot answer that wait.
 type verdict struct {
 	kind  verdictKind
 	pause time.Duration
+	queue bool
 	err   error
 }
 
@@ -209,7 +212,7 @@ func (p *planner) decide(err error) verdict {
 	case errors.As(err, &busy) && p.wait:
 		// Wait about as long as the holder has left, jittered.
 		p.backoff = max(p.minBackoff, min(busy.Left, p.maxBackoff))
-		return verdict{kind: verdictBusy, pause: p.jitter(p.backoff)}
+		return verdict{kind: verdictBusy, pause: p.jitter(p.backoff), queue: true}
 	case errors.As(err, &retry) && retry.stale && (p.wait || p.rounds < tryRounds):
 		// A stale epoch (a blind round that started below others' last
 		// acquisition): the refusals raised the floor; go again at once.
@@ -218,8 +221,10 @@ func (p *planner) decide(err error) verdict {
 		// Split votes: back off exponentially in
 		// units of the round time (a fixed cap shorter than a round
 		// keeps contenders in lockstep), ordered by the split.
+		// Acquire joins the nodes' queues instead, which order the
+		// contenders alike at every node (a split needs no backoff).
 		p.backoff = min(2*p.backoff, max(p.maxBackoff, 8*p.lastRound))
-		return verdict{kind: verdictRetry, pause: p.splitPause()}
+		return verdict{kind: verdictRetry, pause: p.splitPause(), queue: p.wait}
 	case errors.Is(err, ErrNotEnoughNodes) && p.wait:
 		p.backoff = min(2*p.backoff, p.maxBackoff)
 		return verdict{kind: verdictNoNodes, pause: p.jitter(p.backoff)}

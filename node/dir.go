@@ -118,9 +118,10 @@ func LoadDir(dir string) (*Dir, error) {
 // gater and store it owns.
 type Running struct {
 	*Node
-	gater *transport.Gater
-	host  host.Host
-	store *BoltStore
+	gater   *transport.Gater
+	host    host.Host
+	store   *BoltStore
+	dirPath string // for ReloadCluster
 }
 
 // Block refuses connections and streams from p even if the cluster file
@@ -185,7 +186,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	} else {
 		n.seedEvidence(prior)
 	}
-	return &Running{Node: n, gater: gater, host: h, store: store}, nil
+	return &Running{Node: n, gater: gater, host: h, store: store, dirPath: d.Path}, nil
 }
 
 // Close stops the node, then its host and store.

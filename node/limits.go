@@ -138,7 +138,7 @@ func (n *Node) LimitStats() LimitStats {
 // member node (members relay tokens and ask about any resource).
 func (n *Node) mayAccess(p peer.ID, resource string) bool {
 	id := p.String()
-	if c, ok := n.cfg.Cluster.Client(id); ok && c.Allows(resource) {
+	if c, ok := n.client(id); ok && c.Allows(resource) {
 		return true
 	}
 	return n.cfg.Cluster.NodeIndex(id) > 0
@@ -146,23 +146,25 @@ func (n *Node) mayAccess(p peer.ID, resource string) bool {
 
 // mayAcquire reports whether peer p may acquire resource: clients only.
 func (n *Node) mayAcquire(p peer.ID, resource string) bool {
-	c, ok := n.cfg.Cluster.Client(p.String())
+	c, ok := n.client(p.String())
 	return ok && c.Allows(resource)
 }
 
 // guard wraps a request handler with the per-peer limits: the ACL, applied
 // to Status and every per-resource request before anything is loaded, and
-// the pairing budget for a token the request carries (Commit, Release, an
-// Acquire proof). A token that passes here is in the verified cache, so
-// the handler's own check costs no second pairing. Requests that do not
+// the pairing budget for an Acquire's proof token (Commit and Release
+// tokens are checked by applyToken, which skips the holder's own statement).
+// A token that passes here is in the verified cache, so the handler's own
+// check costs no second pairing. Requests that do not
 // parse are left to the handler, which refuses them with its own reply.
+// Every decision is then counted and logged (observed, ops.go).
 func (n *Node) guard(proto string, fn handlerFunc) handlerFunc {
-	return func(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
+	return n.observed(proto, func(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
 		if reply, stop, err := n.screen(proto, from, b); stop {
 			return reply, err
 		}
 		return fn(ctx, from, b)
-	}
+	})
 }
 
 // screen is guard's decision: stop reports that reply (or err) answers the

@@ -84,14 +84,14 @@ type Hooks struct {
 
 // DefaultRules are the voting defaults: MaxEpochStep from the cluster file
 // (protocol.DefaultMaxEpochStep if unset), VoteTimeout 2 s, DefaultTTL 10 s,
-// MaxTTL protocol.MaxTTL, ReserveFor 1 s, WaiterTTL 2 s.
+// MaxTTL protocol.MaxTTL, ReserveFor 2 s, WaiterTTL 2 s.
 func DefaultRules(c *protocol.Cluster) Rules {
 	step := c.File.MaxEpochStep
 	if step == 0 {
 		step = protocol.DefaultMaxEpochStep
 	}
 	return Rules{MaxEpochStep: step, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL,
-		ReserveFor: time.Second, WaiterTTL: 2 * time.Second}
+		ReserveFor: 2 * time.Second, WaiterTTL: 2 * time.Second}
 }
 
 // Validate checks the config and fills defaults.
@@ -107,7 +107,7 @@ func (c *Config) Validate() error {
 	}
 	c.Rules.EpochFloor = max(c.Rules.EpochFloor, c.Cluster.File.EpochFloor)
 	if c.Rules.ReserveFor <= 0 {
-		c.Rules.ReserveFor = c.Rules.VoteTimeout / 2
+		c.Rules.ReserveFor = c.Rules.VoteTimeout
 	}
 	if c.Rules.WaiterTTL <= 0 {
 		c.Rules.WaiterTTL = c.Rules.VoteTimeout
@@ -181,6 +181,8 @@ type Node struct {
 	// laterEra is logged once: a node that is asked about a later era
 	// belongs to a group that was reshared and should be stopped.
 	laterEra sync.Once
+
+	ops ops // metrics, member probes, the client list (ops.go)
 }
 
 // New starts a node on host h: it registers the protocol handlers and
@@ -204,6 +206,7 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	}
 	n.verifier = verifier.New(cfg.Cluster, verifier.WithCacheSize(verifiedTokenCache))
 	n.initLimits()
+	n.initOps()
 	for proto, fn := range n.handlers() {
 		h.SetStreamHandler(lp2pproto.ID(proto), n.handler(proto, fn))
 	}
@@ -498,7 +501,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
 	}
 	// S6: only authorised client identities acquire, per resource pattern.
-	if c, ok := n.cfg.Cluster.Client(holder.ID); !ok || !c.Allows(req.Resource) {
+	if c, ok := n.client(holder.ID); !ok || !c.Allows(req.Resource) {
 		return refuse(protocol.CodeUnauthorised, 0, fmt.Sprintf("%s may not acquire %q", holder.ID, req.Resource)), nil
 	}
 	if e := n.laterEraEpoch(req.Epoch, req.Proof); e != 0 {

@@ -22,7 +22,7 @@ type Rules struct {
 	// ReserveFor is how long a free resource is held for its first waiter
 	// (push handoff, see queue.go) before the next waiter's turn;
 	// WaiterTTL how long a waiter that stopped asking keeps its place.
-	// Zero takes VoteTimeout/2 and VoteTimeout. Liveness only.
+	// Zero takes VoteTimeout for both. Liveness only.
 	ReserveFor, WaiterTTL time.Duration
 	// EpochFloor is the cluster's epoch floor (cluster.json epoch_floor):
 	// every resource's last epoch counts as at least this, so the node

@@ -60,6 +60,10 @@ type BoltStore struct {
 
 	saves atomic.Uint64
 	txns  atomic.Uint64
+
+	// observe, if set, is told each committed transaction's duration and
+	// batch size (SetCommitObserver).
+	observe atomic.Pointer[func(time.Duration, int)]
 }
 
 var _ VoteStore = (*BoltStore)(nil)
@@ -272,6 +276,7 @@ func (s *BoltStore) failQueued() {
 func (s *BoltStore) commit(batch []*boltSaveReq) {
 	own := make([]error, len(batch)) // per-request encoding errors
 	applied := 0
+	start := time.Now()
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		applied = 0
 		records := tx.Bucket(boltBucketRecords)
@@ -315,6 +320,9 @@ func (s *BoltStore) commit(batch []*boltSaveReq) {
 	}
 	s.txns.Add(1)
 	s.saves.Add(uint64(applied))
+	if fn := s.observe.Load(); fn != nil {
+		(*fn)(time.Since(start), len(batch))
+	}
 	for i, req := range batch {
 		req.done <- own[i]
 	}
@@ -351,6 +359,18 @@ func (s *BoltStore) Audit(ctx context.Context, from uint64, limit int) ([]AuditE
 		return nil, fmt.Errorf("node: bolt store: audit: %w", err)
 	}
 	return out, nil
+}
+
+// SetCommitObserver makes the store call fn after each committed write
+// transaction with its duration (applying the batch, writing and fsyncing)
+// and the number of Saves it carried; nil stops it. fn runs on the
+// committer goroutine, before the Saves are answered, so it must be quick.
+func (s *BoltStore) SetCommitObserver(fn func(d time.Duration, batch int)) {
+	if fn == nil {
+		s.observe.Store(nil)
+		return
+	}
+	s.observe.Store(&fn)
 }
 
 // Stats returns counts of committed Saves and write transactions.

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,20 +18,6 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 )
-
-// cmdFreePort is the script command "freeport VAR": it sets VAR to a TCP
-// port on 127.0.0.1 that was free a moment ago, for a server the script
-// starts in the background and then talks to.
-func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: freeport VAR")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	ts.Check(err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ts.Check(ln.Close())
-	ts.Setenv(args[0], fmt.Sprint(port))
-}
 
 // cmdJSONField is the script command "jsonfield FILE KEY VAR": it sets VAR
 // to the value of KEY in the JSON object in FILE (strings as they are,

@@ -32,7 +32,12 @@ func TestScript(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitfile": cmdWaitFile, "freeport": cmdFreePort, "jsonfield": cmdJSONField,
+			"waitfile":  cmdWaitFile,
+			"freeport":  cmdFreePort,
+			"jsonfield": cmdJSONField,
+			"retry":     cmdRetry,
+			"hup":       cmdHup,
+			"envfile":   cmdEnvFile,
 		},
 		Setup: func(e *testscript.Env) error {
 			// Logs at their defaults whatever the caller's environment.

@@ -1,6 +1,7 @@
 // Package cli is the palisade command line: keygen, node, testnet,
 // acquire, lock, release, verify, demo, identity, dkg, reshare, resource,
-// version, completion and help. cmd/palisade only calls Main.
+// agent, status, audit, clients, probe, version, completion and help.
+// cmd/palisade only calls Main.
 //
 // Every command parses its flags with the standard flag package; a flag
 // not given on the command line is read from the environment variable
@@ -80,6 +81,10 @@ type Config struct {
 	Cycles int
 	// Contended makes bench's clients share one resource (--contended).
 	Contended bool
+	// Bootstrap holds the settings of bootstrap only (bootstrap.go).
+	Bootstrap BootstrapConfig
+	// Put holds the settings of put only (put.go).
+	Put PutConfig
 	// Members is the member list file of dkg and reshare (--members). No
 	// default.
 	Members string
@@ -114,6 +119,8 @@ type Config struct {
 	MaxLocks int
 	// JSON makes verify print its result as JSON (--json).
 	JSON bool
+	// Ops are the settings of the operator commands (ops.go).
+	Ops OpsConfig
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -135,6 +142,7 @@ func DefaultConfig() Config {
 
 		Grace:    10 * time.Second,
 		MaxLocks: 1024,
+		Ops:      defaultOps(),
 	}
 }
 
@@ -174,14 +182,15 @@ var setupLogging = sync.OnceFunc(func() {
 	// libp2p logs through slog; send them through go-log, so GOLOG_*
 	// controls every subsystem alike.
 	gologshim.SetDefaultHandler(logging.SlogHandler())
-	if os.Getenv("GOLOG_LOG_LEVEL") != "" {
-		return
+	if os.Getenv("GOLOG_LOG_LEVEL") == "" {
+		_ = logging.SetLogLevel("*", "warn") // libp2p and the rest
+		setPalisadeLogLevel("info")
 	}
-	setPalisadeLogLevel("info")
+	applyPalisadeLogLevel()
 })
 
-// setPalisadeLogLevel sets the level of every palisade/* logger. go-log's
-// default, error, stays for everything else.
+// setPalisadeLogLevel sets the level of every palisade/* logger; the
+// others keep theirs (warn unless GOLOG_LOG_LEVEL says otherwise).
 func setPalisadeLogLevel(level string) {
 	for _, s := range logging.GetSubsystems() {
 		if strings.HasPrefix(s, "palisade/") {
@@ -200,7 +209,7 @@ type command struct {
 
 var commands = map[string]command{
 	"keygen":   {keygenUsage, runKeygen, keygenFlags},
-	"node":     {nodeUsage, runNode, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"node":     {nodeUsage, runNode, nodeFlags},
 	"testnet":  {testnetUsage, runTestnetCommand, testnetFlags},
 	"acquire":  {acquireUsage, runAcquire, acquireFlags},
 	"verify":   {verifyUsage, runVerify, verifyFlags},
@@ -215,7 +224,15 @@ var commands = map[string]command{
 	"lock":     {lockUsage, runLock, lockFlags},
 	"version":  {versionUsage, runVersion, func(*flag.FlagSet, *Config) {}},
 	// "completion" adds itself in completion.go: it reads this map.
-	"agent": {agentUsage, runAgent, agentFlags},
+	"agent":   {agentUsage, runAgent, agentFlags},
+	"probe":   {probeUsage, runProbe, timeoutFlag},
+	"status":  {statusUsage, runStatus, statusFlags},
+	"audit":   {auditUsage, runAudit, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"clients": {clientsUsage, runClients, clientsFlags},
+
+	// What docker-compose.yml runs (bootstrap.go, put.go).
+	"bootstrap": {bootstrapUsage, runBootstrap, bootstrapFlags},
+	"put":       {putUsage, runPut, putFlags},
 }
 
 func benchFlags(fs *flag.FlagSet, c *Config) {

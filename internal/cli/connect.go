@@ -73,7 +73,7 @@ func checkSession(cmd string, cfg Config, resource string) (*session, error) {
 		return nil, err
 	}
 	if resource != "" && !entry.Allows(resource) {
-		return nil, refusedf("%s: %s may not acquire %q: its resource patterns in %s are %s; use a name they match, or add a pattern to its \"resources\" in cluster.json on every node and restart them",
+		return nil, refusedf("%s: %s may not acquire %q: its resource patterns in %s are %s; use a name they match, or add one (\"palisade clients set-patterns\"), copy cluster.json to every node and send them SIGHUP",
 			cmd, clientName(entry), resource, cfg.Cluster, patterns(entry))
 	}
 	return &session{cmd: cmd, cfg: cfg, cluster: cluster, id: id, self: self, entry: entry}, nil
@@ -133,7 +133,7 @@ func clientEntry(cmd string, cfg Config, cluster *protocol.Cluster, self string)
 	if i := cluster.NodeIndex(self); i > 0 {
 		return protocol.ClientInfo{}, refusedf("%s: --identity %s is the identity of node %d, not of a client: give a client's key file (keygen writes DIR/client.key)", cmd, cfg.Identity, i)
 	}
-	return protocol.ClientInfo{}, refusedf("%s: identity %s (peer ID %s) is not a client of cluster %q in %s: add it to \"clients\" in cluster.json on every node and restart them, or give the --identity of a listed client",
+	return protocol.ClientInfo{}, refusedf("%s: identity %s (peer ID %s) is not a client of cluster %q in %s: add it with \"palisade clients add\", copy cluster.json to every node and send them SIGHUP, or give the --identity of a listed client",
 		cmd, cfg.Identity, self, cluster.File.Name, cfg.Cluster)
 }
 

@@ -42,6 +42,7 @@ func reshareFlags(fs *flag.FlagSet, c *Config) {
 func testnetFlags(fs *flag.FlagSet, c *Config) {
 	keygenFlags(fs, c)
 	fs.BoolVar(&c.DKG, "dkg", c.DKG, "")
+	adminFlag(fs, c)
 }
 
 // runIdentity creates an identity key file (0600) if it does not exist and

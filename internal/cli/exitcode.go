@@ -85,7 +85,7 @@ func ExitCode(err error) int {
 		return ExitRefused
 	case errors.Is(err, client.ErrBusy), contended(err):
 		return ExitBusy
-	case errors.Is(err, client.ErrNotEnoughNodes), errors.Is(err, client.ErrLost):
+	case errors.Is(err, client.ErrNotEnoughNodes), errors.Is(err, client.ErrLost), errors.Is(err, errNotEnoughNodes):
 		return ExitNoQuorum
 	}
 	return ExitError

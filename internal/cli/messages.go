@@ -128,7 +128,7 @@ func refusal(t target, re *client.RefusedError) string {
 	}
 	switch code {
 	case protocol.CodeUnauthorised:
-		return fmt.Sprintf("%s (unauthorised): the nodes' cluster.json does not let this client acquire %q, though --cluster %s does: give every node the same cluster.json and restart them", head, t.resource, t.clusterPath)
+		return fmt.Sprintf("%s (unauthorised): the nodes' cluster.json does not let this client acquire %q, though --cluster %s does: give every node the same cluster.json and send them SIGHUP", head, t.resource, t.clusterPath)
 	case protocol.CodeWrongCluster:
 		return fmt.Sprintf("%s (wrong cluster): these nodes run another cluster than --cluster %s: check the file", head, t.clusterPath)
 	case protocol.CodeOtherEra:
@@ -160,7 +160,7 @@ func notEnoughNodes(t target, qe *client.QuorumError) string {
 	var hint string
 	switch {
 	case dropped > 0:
-		hint = fmt.Sprintf("the nodes that dropped the connection do not admit this identity (%s): give them a cluster.json that lists it among \"clients\", and restart them", t.self)
+		hint = fmt.Sprintf("the nodes that dropped the connection do not admit this identity (%s): give them a cluster.json that lists it among \"clients\" (\"palisade clients add\") and send them SIGHUP", t.self)
 	case down > 0:
 		hint = fmt.Sprintf("start the nodes, or check their addresses in %s", t.clusterPath)
 		if t.waits && t.wait == 0 {

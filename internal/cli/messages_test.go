@@ -145,7 +145,7 @@ func TestRefusalByCode(t *testing.T) {
 		}
 		return re
 	}
-	require.Equal(t, `acquire "payments": refused by nodes 2, 3 (unauthorised): the nodes' cluster.json does not let this client acquire "payments", though --cluster c.json does: give every node the same cluster.json and restart them`,
+	require.Equal(t, `acquire "payments": refused by nodes 2, 3 (unauthorised): the nodes' cluster.json does not let this client acquire "payments", though --cluster c.json does: give every node the same cluster.json and send them SIGHUP`,
 		explainRequest(tg, refused(protocol.CodeUnauthorised, 3, 2)).Error())
 	require.Contains(t, explainRequest(tg, refused(protocol.CodeWrongCluster, 1, 2)).Error(), "(wrong cluster): these nodes run another cluster than --cluster c.json")
 	require.Contains(t, explainRequest(tg, refused(protocol.CodeOtherEra, 1, 2)).Error(), "the cluster was reshared")

@@ -26,9 +26,18 @@ func runNode(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var admin *adminServer
+	if cfg.Ops.Admin != "" {
+		if admin, err = startAdmin(r, cfg.Ops.Admin); err != nil {
+			return errors.Join(err, r.Close())
+		}
+	}
+	serveUntilDone(ctx, []*node.Running{r})
 	log.Infof("node %d stopping", r.Index())
-	if err := r.Close(); err != nil {
+	if admin != nil {
+		err = admin.Close()
+	}
+	if err := errors.Join(err, r.Close()); err != nil {
 		return fmt.Errorf("node %d: close: %w", r.Index(), err)
 	}
 	log.Infof("node %d stopped", r.Index())
@@ -103,24 +112,42 @@ func runTestnet(ctx context.Context, e *env, cfg Config, args []string) error {
 		fmt.Fprintf(e.stderr, "palisade: reusing the testnet in %s (%d nodes)\n", cfg.Dir, n)
 	}
 	var running []*node.Running
+	var admins []*adminServer
 	closeAll := func() error {
 		var errs []error
+		for _, a := range admins {
+			errs = append(errs, a.Close())
+		}
 		for _, r := range running {
 			errs = append(errs, r.Close())
 		}
 		return errors.Join(errs...)
 	}
-	for _, d := range dirs {
+	for i, d := range dirs {
 		r, err := startNode(ctx, d)
 		if err != nil {
 			return errors.Join(fmt.Errorf("testnet: %w", err), closeAll())
 		}
 		running = append(running, r)
+		if cfg.Ops.Admin == "" {
+			continue
+		}
+		addr, err := adminAddr(cfg.Ops.Admin, i+1)
+		if err == nil {
+			var a *adminServer
+			if a, err = startAdmin(r, addr); err == nil {
+				admins = append(admins, a)
+				fmt.Fprintf(e.stderr, "palisade: node %d admin on http://%s\n", i+1, a.addr)
+			}
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("testnet: %w", err), closeAll())
+		}
 	}
 	fmt.Fprintf(e.stderr, "palisade: testnet of %d nodes running; try:\n    palisade acquire --cluster %s --identity %s orders-db\n",
 		len(running), clusterPath, filepath.Join(cfg.Dir, testnet.ClientKeyFileName))
 	fmt.Fprintln(e.stdout, "ready")
-	<-ctx.Done()
+	serveUntilDone(ctx, running)
 	log.Infof("testnet stopping")
 	if err := closeAll(); err != nil {
 		return fmt.Errorf("testnet: close: %w", err)

@@ -8,8 +8,8 @@ const usage = `Palisade issues fencing tokens that no single machine can forge.
 
 Usage:
     palisade keygen  --nodes N --dir DIR [--name NAME] [--host HOST] [--base-port PORT]
-    palisade node    --dir DIR/nodeI
-    palisade testnet --nodes N --dir DIR [--dkg]
+    palisade node    --dir DIR/nodeI [--admin ADDR]
+    palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR]
     palisade identity --identity FILE
     palisade dkg     --members FILE --identity FILE --dir DIR
     palisade reshare --members FILE --identity FILE --dir DIR (--old-dir DIR | --cluster FILE)
@@ -21,6 +21,12 @@ Usage:
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade resource --cluster FILE --data DIR [--listen ADDR]
+    palisade status  --cluster FILE --identity FILE [--timeout D] [RESOURCE]
+    palisade audit   --dir DIR/nodeI
+    palisade clients (list | add NAME PEERID | set-patterns NAME | remove NAME) --cluster FILE [--patterns P,...]
+    palisade probe   [--timeout D] URL
+    palisade bootstrap node|client|resource --shared DIR [...]
+    palisade put     --cluster FILE --identity FILE --url URL RESOURCE VALUE
     palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
     palisade version
     palisade completion bash|zsh
@@ -29,7 +35,9 @@ Usage:
 Every flag can also be set by an environment variable named after it:
 --cluster is PALISADE_CLUSTER, --base-port is PALISADE_BASE_PORT. A flag on
 the command line wins over the variable. Logs go to stderr; GOLOG_LOG_LEVEL
-sets their levels (default: error, and info for palisade/*).
+sets their levels (default: warn, and info for palisade/*),
+PALISADE_LOG_LEVEL the level of palisade/* alone (debug keeps libp2p
+quiet), and GOLOG_LOG_FMT=json makes them JSON lines.
 
 Example:
     $ palisade testnet --nodes 4 --dir /tmp/palisade &
@@ -83,25 +91,40 @@ Example:
 `
 
 const nodeUsage = `Usage:
-    palisade node --dir DIR/nodeI
+    palisade node --dir DIR/nodeI [--admin ADDR]
 
 Runs one node from a directory written by keygen: it opens the node's vote
 store (DIR/nodeI/votes.db, so a restarted node keeps its votes), listens on
 the address in DIR/nodeI/node.json and answers members and authorised
-clients only. It logs "node I listening on ADDR peer ID" and runs until
-SIGINT or SIGTERM.
+clients only. It logs "node I listening on ADDR peer ID", then one line
+per decision (vote, busy, refuse, commit, release), and runs until SIGINT
+or SIGTERM.
+
+On SIGHUP it re-reads DIR/nodeI/cluster.json and takes its client list
+(see "palisade clients"); a file that changes anything else is refused
+and logged, and the node keeps its configuration.
+
+With --admin it serves HTTP on ADDR, apart from the libp2p address:
+/metrics (Prometheus), /healthz (200 while it runs) and /readyz (200 while
+its vote store answers and at least t = 2f+1 members, itself included,
+answered its last probe; it probes every member over libp2p every 2s).
 
 Flags (environment variable in brackets):
-    --dir DIR   the node directory [PALISADE_DIR]
+    --dir DIR      the node directory [PALISADE_DIR]
+    --admin ADDR   serve /metrics, /healthz and /readyz on ADDR (none)
+                   [PALISADE_ADMIN]
 
 Example:
     $ palisade keygen --nodes 4 --dir /tmp/pal
-    $ for i in 1 2 3 4; do palisade node --dir /tmp/pal/node$i & done
+    $ for i in 1 2 3 4; do palisade node --dir /tmp/pal/node$i --admin 127.0.0.1:909$i & done
     [...] INFO palisade/cli node 1 listening on /ip4/127.0.0.1/tcp/40123 peer 12D3KooW[...]
+    $ palisade probe http://127.0.0.1:9091/readyz
+    http://127.0.0.1:9091/readyz: 200 OK: ready: 4 of 4 members reachable (t=3), store open
+    $ kill -HUP %1    # node 1 reloads /tmp/pal/node1/cluster.json
 `
 
 const testnetUsage = `Usage:
-    palisade testnet --nodes N --dir DIR [--dkg]
+    palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR]
 
 Runs a whole local testnet in one process. If DIR has no cluster.json it
 first runs keygen (a trusted dealer: testnets only), or with --dkg a
@@ -115,7 +138,13 @@ Flags (environment variable in brackets):
     --dir DIR         the testnet directory [PALISADE_DIR]
     --dkg             make a new DIR's keys by DKG, on free 127.0.0.1
                       ports; N at least 4 [PALISADE_DKG]
+    --admin ADDR      serve each node's /metrics, /healthz and /readyz (as
+                      for node): node i on ADDR's port + i - 1, or on a
+                      free port each if the port is 0; the addresses are
+                      printed on stderr (none) [PALISADE_ADMIN]
     --name, --host, --base-port   as for keygen, for a new DIR
+
+SIGHUP makes every node re-read its DIR/nodeI/cluster.json, as for node.
 
 Example:
     $ palisade testnet --nodes 4 --dir /tmp/palisade &

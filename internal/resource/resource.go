@@ -82,7 +82,7 @@ func New(fence *verifier.Fence) *Server {
 	}
 	mux := http.NewServeMux()
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
-		mux.HandleFunc(m+" "+PathPrefix+"{key...}", check)
+		mux.HandleFunc(m+" "+PathPrefix+"{key...}", logged(check))
 	}
 	s.handler = mux
 	return s

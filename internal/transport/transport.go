@@ -28,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/palisade-dev/palisade/internal/version"
 	pproto "github.com/palisade-dev/palisade/protocol"
 )
 
@@ -75,6 +76,14 @@ func (g *Gater) Unblock(p peer.ID) {
 	delete(g.blocked, p)
 }
 
+// Disallow removes a peer from the allowlist (a client taken out of the
+// cluster file); its open connections are the caller's to close.
+func (g *Gater) Disallow(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.allow, p)
+}
+
 // Allowed reports whether p may connect.
 func (g *Gater) Allowed(p peer.ID) bool {
 	g.mu.RLock()
@@ -102,12 +111,21 @@ func (g *Gater) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReaso
 	return g.Allowed(c.RemotePeer()), 0
 }
 
+// AgentPrefix starts the libp2p agent string of every Palisade host; the
+// version follows it. Identify sends it to every peer, so "palisade
+// status" can show each member's version.
+const AgentPrefix = "palisade/"
+
+// Agent is this binary's libp2p agent string: AgentPrefix and the version.
+func Agent() string { return AgentPrefix + version.String() }
+
 // NewHost starts a closed libp2p host: the given identity, TCP on the
-// listen addresses (none for a pure client), Noise, yamux, the gater, and
-// none of libp2p's discovery or relay machinery.
+// listen addresses (none for a pure client), Noise, yamux, the gater, the
+// agent string Agent(), and none of libp2p's discovery or relay machinery.
 func NewHost(identity crypto.PrivKey, listen []string, gater *Gater) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(identity),
+		libp2p.UserAgent(Agent()),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/palisade-dev/palisade/internal/transport"
+	"github.com/palisade-dev/palisade/node"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+func statusFlags(fs *flag.FlagSet, c *Config) {
+	clusterFlag(fs, c)
+	fs.StringVar(&c.Identity, "identity", c.Identity, "")
+	timeoutFlag(fs, c)
+}
+
+// memberStatus is one member's answer to status.
+type memberStatus struct {
+	info    protocol.NodeInfo
+	err     error
+	rtt     time.Duration
+	version string
+	reply   protocol.StatusReply
+}
+
+// runStatus asks every member of the cluster for its Status, as the
+// client identity of --identity (the members' gaters admit only members
+// and clients, so a throwaway key would be refused), and prints one line
+// per member: reachable or not, its version from libp2p identify, the
+// round trip of its Status call and, with RESOURCE, its view of it.
+// Fewer than t answers fail with errNotEnoughNodes (exit status 4).
+func runStatus(ctx context.Context, e *env, cfg Config, args []string) error {
+	if len(args) > 1 {
+		return usageErrorf("status", "status: want at most one RESOURCE, got %d arguments", len(args))
+	}
+	if err := requireFlag("status", "cluster", cfg.Cluster); err != nil {
+		return err
+	}
+	if err := requireFlag("status", "identity", cfg.Identity); err != nil {
+		return err
+	}
+	if cfg.Ops.Timeout <= 0 {
+		return usageErrorf("status", "status: --timeout %v must be above 0", cfg.Ops.Timeout)
+	}
+	resource := node.ProbeResource
+	if len(args) == 1 {
+		resource = args[0]
+		if err := protocol.ValidateResource(resource); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+	}
+	cluster, err := protocol.LoadCluster(cfg.Cluster)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	key, err := transport.LoadIdentity(cfg.Identity)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("status: identity: %w", err)
+	}
+	// S6: nodes admit only the cluster file's members and clients, and
+	// show a client only the resources its patterns allow.
+	if c, ok := cluster.Client(self.String()); ok {
+		if len(args) == 1 && !c.Allows(resource) {
+			fmt.Fprintf(e.stderr, "palisade: note: client %q may not access %q: nodes answer it as for an unused resource\n", c.Name, resource)
+		}
+	} else if cluster.NodeIndex(self.String()) == 0 {
+		return fmt.Errorf("status: identity %s is neither a client nor a member in %s: the nodes refuse its connections", self, cfg.Cluster)
+	}
+
+	var ids []peer.ID
+	for _, m := range cluster.File.Nodes {
+		id, err := peer.Decode(m.PeerID)
+		if err != nil {
+			return fmt.Errorf("status: node %d: %w", m.Index, err)
+		}
+		ids = append(ids, id)
+	}
+	h, err := transport.NewHost(key, nil, transport.NewGater(ids...))
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	defer h.Close()
+	results := make([]memberStatus, len(cluster.File.Nodes))
+	var wg sync.WaitGroup
+	for i, m := range cluster.File.Nodes {
+		results[i].info = m
+		if err := transport.AddPeer(h, ids[i], m.Addrs); err != nil {
+			results[i].err = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = askStatus(ctx, h, ids[i], m, resource, cfg.Ops.Timeout)
+		}()
+	}
+	wg.Wait()
+
+	answered := 0
+	for _, r := range results {
+		line := fmt.Sprintf("node=%d peer=%s", r.info.Index, r.info.PeerID)
+		if r.err != nil {
+			fmt.Fprintf(e.stdout, "%s reachable=false error=%q\n", line, r.err.Error())
+			continue
+		}
+		answered++
+		line += fmt.Sprintf(" reachable=true version=%s rtt=%s", r.version, r.rtt.Round(time.Microsecond))
+		if len(args) == 1 {
+			line += " " + describeStatus(cluster, r.reply)
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
+	fmt.Fprintf(e.stdout, "%d of %d members reachable (t=%d)\n", answered, len(results), cluster.File.T)
+	if answered < cluster.File.T {
+		return fmt.Errorf("status: %w: %d of %d members answered, t=%d are needed to issue tokens", errNotEnoughNodes, answered, len(results), cluster.File.T)
+	}
+	return nil
+}
+
+// askStatus connects to one member, then times one Status call over the
+// open connection.
+func askStatus(ctx context.Context, h host.Host, id peer.ID, m protocol.NodeInfo, resource string, timeout time.Duration) memberStatus {
+	r := memberStatus{info: m}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := h.Connect(network.WithForceDirectDial(ctx, "palisade status"), peer.AddrInfo{ID: id}); err != nil {
+		r.err = err
+		return r
+	}
+	start := time.Now()
+	b, err := transport.Call(ctx, h, id, protocol.ProtoStatus, protocol.StatusRequest{Resource: resource}.Marshal(), protocol.MaxFrameSize)
+	r.rtt = time.Since(start)
+	if err == nil {
+		r.reply, err = protocol.UnmarshalStatusReply(b)
+	}
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.version = "unknown"
+	if v, err := h.Peerstore().Get(id, "AgentVersion"); err == nil {
+		if s, ok := v.(string); ok && s != "" {
+			r.version = s
+		}
+	}
+	return r
+}
+
+// describeStatus prints a member's view of a resource: its last epoch and
+// the lease holder, by client name where the cluster file has one.
+func describeStatus(c *protocol.Cluster, st protocol.StatusReply) string {
+	s := fmt.Sprintf("last_epoch=%d", st.LastEpoch)
+	if st.Holder.IsZero() {
+		return s + " holder=none"
+	}
+	name := st.Holder.ID
+	if cl, ok := c.Client(st.Holder.ID); ok && cl.Name != "" {
+		name = cl.Name
+	}
+	session := st.Holder.Session.String()
+	return s + fmt.Sprintf(" holder=%s session=%s lease_epoch=%d lease_left=%s", name, session[:min(8, len(session))], st.LeaseEpoch, st.LeaseLeft.Round(time.Millisecond))
+}
