@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/palisade-dev/palisade/client"
@@ -20,7 +19,7 @@ type BenchOptions struct {
 	// Clients is the number of concurrent clients (default 1).
 	Clients int
 	// Acquires is the number of acquire+release cycles per client (default
-	// 200).
+	// 200); the clients draw them from one budget of Clients*Acquires.
 	Acquires int
 	// Contended makes every client use the same resource; otherwise each
 	// has its own.
@@ -28,19 +27,18 @@ type BenchOptions struct {
 	// Dir holds the keys and stores (default a temporary directory,
 	// removed afterwards).
 	Dir string
+	// Deadline bounds the measured phase (default 10 minutes).
+	Deadline time.Duration
 }
 
-// BenchResult holds the measured latencies.
+// BenchResult holds what Bench measured.
 type BenchResult struct {
-	Options    BenchOptions
-	Acquire    []time.Duration // one per successful acquire, sorted
-	Release    []time.Duration // sorted
-	Failures   int
-	Elapsed    time.Duration
-	CyclesPerS float64
+	Options BenchOptions
+	WorkloadResult
 }
 
-// Quantile returns the q-quantile (0..1) of sorted durations.
+// Quantile returns the q-quantile (0..1) of sorted durations: the element
+// at rank floor(q*(n-1)), 0 when there is none.
 func Quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -49,17 +47,30 @@ func Quantile(d []time.Duration, q float64) time.Duration {
 	return d[i]
 }
 
-// Print writes a summary with medians and tails.
+// Print writes a summary with medians and tails; a contended run adds the
+// handoffs and the spread of grants per client.
 func (r BenchResult) Print(w io.Writer) {
+	us := func(d []time.Duration, q float64) time.Duration { return Quantile(d, q).Round(time.Microsecond) }
 	fmt.Fprintf(w, "nodes=%d clients=%d contended=%v cycles=%d failures=%d elapsed=%v\n",
 		r.Options.Nodes, r.Options.Clients, r.Options.Contended, len(r.Acquire), r.Failures, r.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(w, "acquire  p50=%v p90=%v p99=%v\n", Quantile(r.Acquire, .5).Round(time.Microsecond), Quantile(r.Acquire, .9).Round(time.Microsecond), Quantile(r.Acquire, .99).Round(time.Microsecond))
-	fmt.Fprintf(w, "release  p50=%v p90=%v p99=%v\n", Quantile(r.Release, .5).Round(time.Microsecond), Quantile(r.Release, .9).Round(time.Microsecond), Quantile(r.Release, .99).Round(time.Microsecond))
+	fmt.Fprintf(w, "acquire  p50=%v p90=%v p99=%v\n", us(r.Acquire, .5), us(r.Acquire, .9), us(r.Acquire, .99))
+	fmt.Fprintf(w, "release  p50=%v p90=%v p99=%v\n", us(r.Release, .5), us(r.Release, .9), us(r.Release, .99))
 	fmt.Fprintf(w, "throughput %.1f acquire+release cycles/s\n", r.CyclesPerS)
+	if r.Options.Contended {
+		fmt.Fprintf(w, "handoffs %.1f/s  gap p50=%v p99=%v\n", r.HandoffsPerS, us(r.Handoff, .5), us(r.Handoff, .99))
+		fmt.Fprintf(w, "grants per client min=%d max=%d fair=%.1f longest-run=%d\n", slices.Min(r.Grants), slices.Max(r.Grants), float64(len(r.Acquire))/float64(len(r.Grants)), r.LongestRun)
+	}
+	if r.Stopped {
+		fmt.Fprintf(w, "stopped at the deadline (%v)\n", r.Options.Deadline)
+	}
+	if r.FirstErr != nil {
+		fmt.Fprintf(w, "first failure: %v\n", r.FirstErr)
+	}
 }
 
 // Bench runs an in-process cluster on loopback and measures acquire and
-// release latency. Its loops are bounded by Acquires and by ctx.
+// release latency with RunWorkload (one warm-up cycle per client). Its
+// loops are bounded by Acquires, Deadline and ctx.
 func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 	if o.Nodes <= 0 {
 		o.Nodes = 4
@@ -69,6 +80,9 @@ func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 	}
 	if o.Acquires <= 0 {
 		o.Acquires = 200
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = 10 * time.Minute
 	}
 	dir := o.Dir
 	if dir == "" {
@@ -84,67 +98,17 @@ func Bench(ctx context.Context, o BenchOptions) (BenchResult, error) {
 		return BenchResult{}, err
 	}
 	defer nw.Close()
-	clients := make([]*client.Client, o.Clients)
-	for i := range clients {
-		c, err := nw.NewClient(i, client.Config{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-		if err != nil {
-			return BenchResult{}, err
-		}
-		defer c.Close()
-		clients[i] = c
-		// One warm-up cycle so connection set-up is not measured.
-		l, err := acquireWait(ctx, c, 30*time.Second, fmt.Sprintf("warmup-%d", i))
-		if err != nil {
-			return BenchResult{}, fmt.Errorf("warm-up: %w", err)
-		}
-		if err := l.Release(ctx); err != nil {
-			return BenchResult{}, fmt.Errorf("warm-up: %w", err)
-		}
+	lockers, err := nw.NewLockers(o.Clients)
+	if err != nil {
+		return BenchResult{}, err
 	}
-	res := BenchResult{Options: o}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resource := fmt.Sprintf("bench-%d", i)
-			if o.Contended {
-				resource = "bench"
-			}
-			for k := 0; k < o.Acquires && ctx.Err() == nil; k++ {
-				t0 := time.Now()
-				l, err := acquireWait(ctx, c, 30*time.Second, resource)
-				t1 := time.Now()
-				if err != nil {
-					mu.Lock()
-					res.Failures++
-					mu.Unlock()
-					continue
-				}
-				err = l.Release(ctx)
-				t2 := time.Now()
-				mu.Lock()
-				res.Acquire = append(res.Acquire, t1.Sub(t0))
-				if err == nil {
-					res.Release = append(res.Release, t2.Sub(t1))
-				} else {
-					res.Failures++
-				}
-				mu.Unlock()
-			}
-		}()
+	defer CloseLockers(lockers)
+	wr, err := RunWorkload(ctx, lockers, Workload{Name: "cli", Shared: o.Contended, Cycles: o.Acquires, Warmup: 1, Deadline: o.Deadline})
+	res := BenchResult{Options: o, WorkloadResult: wr}
+	if err == nil && len(res.Acquire) == 0 {
+		err = errors.New("testnet: bench: no acquire succeeded")
 	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	sort.Slice(res.Acquire, func(i, j int) bool { return res.Acquire[i] < res.Acquire[j] })
-	sort.Slice(res.Release, func(i, j int) bool { return res.Release[i] < res.Release[j] })
-	res.CyclesPerS = float64(len(res.Release)) / res.Elapsed.Seconds()
-	if len(res.Acquire) == 0 {
-		return res, errors.New("testnet: bench: no acquire succeeded")
-	}
-	return res, ctx.Err()
+	return res, err
 }
 
 // acquireWait is Acquire waiting at most d (a context with timeout d).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	mrand "math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -456,6 +457,12 @@ func TestBenchSmall(t *testing.T) {
 	require.Len(t, r.Acquire, 6)
 	require.Zero(t, r.Failures)
 	require.LessOrEqual(t, r.Acquire[0], r.Acquire[5])
+	require.Equal(t, 6, r.Grants[0]+r.Grants[1])
+	var out strings.Builder
+	r.Print(&out)
+	for _, line := range []string{"acquire  p50=", "release  p50=", "acquire+release cycles/s", "handoffs ", "grants per client min="} {
+		require.Contains(t, out.String(), line)
+	}
 }
 
 // TestSameClientTwoAcquiresExclusive: the holder identity is the unit of

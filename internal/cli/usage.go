@@ -249,9 +249,12 @@ const benchUsage = `Usage:
 
 Measures acquire and release latency on an in-process cluster of N nodes
 over loopback TCP (keys in a temporary directory, removed afterwards):
-K clients each run C acquire+release cycles, on their own resources or,
-with --contended, all on one. Prints p50/p90/p99 latencies and cycles/s.
-One warm-up cycle per client is not counted.
+K clients run K*C acquire+release cycles in all, drawn from one budget,
+on their own resources or, with --contended, all on one. Prints
+p50/p90/p99 latencies and cycles/s; --contended adds the handoffs per
+second, the time the resource stood free between holders (gap), and
+the spread of grants per client. One warm-up cycle per client is not
+counted. The side-by-side benchmark against etcd is the bench/ module.
 
 Flags (environment variable in brackets):
     --nodes N      cluster size (4) [PALISADE_NODES]
