@@ -523,7 +523,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 // committed (nil if none could be made) with the commit's outcome.
 func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration) (*protocol.Token, *Lock, error) {
 	verified := make(chan error, 1)
-	if !c.goFunc(func() { verified <- c.verifier.VerifyFor(tok, tok.Resource) }) {
+	if !c.goFunc(func() { verified <- c.verifier.VerifyPrepared(tok, r.prep) }) {
 		return &tok, nil, ErrClosed
 	}
 	sent, left, err := c.commit(ctx, tok, ttl)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
+	"github.com/palisade-dev/palisade/verifier"
 )
 
 // This file holds the client's network side of a round: one request to one
@@ -74,6 +75,10 @@ type voteRound struct {
 	got      int // replies read
 	replied  map[int]bool
 	silent   map[int]bool
+	// prep is the check of the token, started at the first valid vote
+	// (once a node voted, a token is likely; a round that only meets
+	// busy nodes spends no pairing on it).
+	prep *verifier.Prepared
 }
 
 func (c *Client) newVoteRound(ch <-chan reply, stmt protocol.Statement, b *ballot, received map[int]protocol.SignedVote) *voteRound {
@@ -152,6 +157,9 @@ func (r *voteRound) take(rp reply) {
 	}
 	r.votes = append(r.votes, ar.Partial)
 	r.received[rp.m.index] = protocol.SignedVote{Node: rp.m.index, Statement: r.stmt, IdentitySig: ar.IdentitySig}
+	if r.prep == nil {
+		r.prep = r.c.verifier.Prepare(r.stmt)
+	}
 }
 
 // combine makes a token of the votes (a candidate unless checked), or

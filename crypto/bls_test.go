@@ -348,3 +348,21 @@ func TestFaultThresholdQuorumsIntersect(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedVerify: a check prepared from the message accepts exactly
+// what Verify accepts.
+func TestPreparedVerify(t *testing.T) {
+	key, shares := deal(t, 4)
+	msg := []byte("prepared statement")
+	sig, _, err := key.Combine(msg, signAll(t, shares[:3], msg))
+	require.NoError(t, err)
+	pk := key.PublicKey()
+	require.NoError(t, pk.Prepare(msg).Verify(sig))
+	require.ErrorIs(t, pk.Prepare([]byte("another statement")).Verify(sig), ErrInvalidSignature)
+	other, _, err := key.Combine([]byte("x"), signAll(t, shares[:3], []byte("x")))
+	require.NoError(t, err)
+	require.ErrorIs(t, pk.Prepare(msg).Verify(other), ErrInvalidSignature)
+	var zero Signature
+	require.ErrorIs(t, pk.Prepare(msg).Verify(zero), ErrMalformedPoint)
+}
+

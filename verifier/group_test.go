@@ -83,3 +83,24 @@ func BenchmarkVerifyFirstParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestVerifyPrepared: a prepared check accepts and refuses exactly what
+// VerifyFor does, counts one signature check and fills the cache.
+func TestVerifyPrepared(t *testing.T) {
+	fx := mainFixture()
+	v := verifier.New(fx.Cluster)
+	tok := fx.Token(t, "orders-db", 9, holder(9))
+	p := v.Prepare(tok.Statement)
+	forged := tok
+	forged.Signature = fx.Token(t, "orders-db", 10, holder(10)).Signature
+	require.ErrorIs(t, v.VerifyPrepared(forged, p), verifier.ErrInvalidToken)
+	require.NoError(t, v.VerifyPrepared(tok, p))
+	require.EqualValues(t, 2, v.SignatureChecks())
+	require.NoError(t, v.VerifyPrepared(tok, p), "cached")
+	require.EqualValues(t, 2, v.SignatureChecks())
+	other := fx.Token(t, "orders-db", 11, holder(11))
+	require.NoError(t, v.VerifyPrepared(other, p), "another statement is checked in full")
+	wrong := tok
+	wrong.Cluster = otherFixture().Cluster.ID
+	require.ErrorIs(t, v.VerifyPrepared(wrong, v.Prepare(wrong.Statement)), verifier.ErrWrongCluster)
+}
