@@ -365,4 +365,3 @@ func TestPreparedVerify(t *testing.T) {
 	var zero Signature
 	require.ErrorIs(t, pk.Prepare(msg).Verify(zero), ErrMalformedPoint)
 }
-
