@@ -78,16 +78,24 @@ func (e *echoServer) handle(s network.Stream) {
 	}
 }
 
+// poolFixture is an echo server (closing each stream after closeAfter
+// replies, if set) and a pool of maxIdle streams to it.
+func poolFixture(t *testing.T, closeAfter, maxIdle int) (context.Context, host.Host, *echoServer, *Pool) {
+	t.Helper()
+	server, client := newHosts(t)
+	e := &echoServer{h: server, closeAfter: closeAfter}
+	server.SetStreamHandler(echoProto, e.handle)
+	pl := NewPool(client, maxIdle)
+	t.Cleanup(pl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, server, e, pl
+}
+
 // TestPoolReusesStreams: sequential calls share one stream; concurrent
 // calls use several and keep at most maxIdle of them.
 func TestPoolReusesStreams(t *testing.T) {
-	server, client := newHosts(t)
-	e := &echoServer{h: server}
-	server.SetStreamHandler(echoProto, e.handle)
-	pl := NewPool(client, 2)
-	defer pl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, server, e, pl := poolFixture(t, 0, 2)
 	for i := range 5 {
 		msg := []byte{byte(i)}
 		b, err := pl.Call(ctx, server.ID(), echoProto, msg, 16)
@@ -118,13 +126,7 @@ func TestPoolReusesStreams(t *testing.T) {
 // TestPoolRetriesClosedStream: a stream the server closed while it sat
 // idle costs the next call nothing but a fresh stream.
 func TestPoolRetriesClosedStream(t *testing.T) {
-	server, client := newHosts(t)
-	e := &echoServer{h: server, closeAfter: 1}
-	server.SetStreamHandler(echoProto, e.handle)
-	pl := NewPool(client, 4)
-	defer pl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, server, e, pl := poolFixture(t, 1, 4)
 	for i := range 3 {
 		b, err := pl.Call(ctx, server.ID(), echoProto, []byte{byte(i)}, 16)
 		require.NoError(t, err, "call %d", i)
@@ -139,13 +141,7 @@ func TestPoolRetriesClosedStream(t *testing.T) {
 
 // TestPoolReplyCap: a reply over the caller's cap fails the call.
 func TestPoolReplyCap(t *testing.T) {
-	server, client := newHosts(t)
-	e := &echoServer{h: server}
-	server.SetStreamHandler(echoProto, e.handle)
-	pl := NewPool(client, 4)
-	defer pl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, server, _, pl := poolFixture(t, 0, 4)
 	_, err := pl.Call(ctx, server.ID(), echoProto, make([]byte, 64), 16)
 	require.ErrorIs(t, err, pproto.ErrFrameTooLarge)
 }
