@@ -407,6 +407,10 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	}
 	p := c.newPlanner(resource, protocol.Holder{ID: c.ID(), Session: session}, wait)
 	defer func() { c.learnEpoch(resource, p.learned()) }()
+	// last is the outcome of the last round that ran to its end: when the
+	// caller gives up in the middle of a round, that one says more (a
+	// holder, a refusal) than the round cut short.
+	var last error
 	for {
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
@@ -419,8 +423,12 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 			return lock, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, ctx.Err(), err)
+			if errors.Is(err, ctx.Err()) && last != nil {
+				err = last
+			}
+			return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, ctx.Err(), unwrapRetry(err))
 		}
+		last = err
 		v := p.next(err)
 		if !v.retry() {
 			return nil, v.err

@@ -291,6 +291,19 @@ func (b *ballot) suspects() []int {
 	return out
 }
 
+// decided reports whether the replies so far already say why the round
+// failed, whatever the rest say: more than f nodes refused for good, found
+// the epoch stale, or hold a committed lease (see planner.outcome).
+func (b *ballot) decided(f int) bool {
+	held := 0
+	for _, r := range b.busy {
+		if !r.Pending {
+			held++
+		}
+	}
+	return len(b.hard) > f || len(b.stale) > f || held > f
+}
+
 // fail records a node that gave no usable answer.
 func (b *ballot) fail(m member, err error) {
 	b.failed = append(b.failed, &NodeError{Index: m.index, Peer: m.id.String(), Err: err})

@@ -79,15 +79,29 @@ type voteRound struct {
 	// (once a node voted, a token is likely; a round that only meets
 	// busy nodes spends no pairing on it).
 	prep *verifier.Prepared
+	// start is when the round's requests went out.
+	start time.Time
+}
+
+// minGrace is the least a failed round waits for the replies that say why
+// it failed (see voteRound.grace).
+const minGrace = 50 * time.Millisecond
+
+// grace is how long a round that can no longer succeed waits for the
+// replies that would explain it: twice as long as it has run so far, at
+// least minGrace and at most RequestTimeout. A slow node costs a failed round
+// little; a node that answers with the others is heard.
+func (r *voteRound) grace() time.Duration {
+	return min(max(2*r.c.cfg.Clock.Since(r.start), minGrace), r.c.cfg.RequestTimeout)
 }
 
 func (c *Client) newVoteRound(ch <-chan reply, stmt protocol.Statement, b *ballot, received map[int]protocol.SignedVote) *voteRound {
-	return &voteRound{c: c, ch: ch, stmt: stmt, b: b, received: received, replied: map[int]bool{}, silent: c.silentMembers()}
+	return &voteRound{c: c, ch: ch, stmt: stmt, b: b, received: received, replied: map[int]bool{}, silent: c.silentMembers(), start: c.cfg.Clock.Now()}
 }
 
 // collect reads acquire replies until t valid votes make a token, the
-// replies still out cannot make a quorum, or ctx ends; it returns the
-// token or nil.
+// replies still out cannot make a quorum (and those in say why, or the
+// round's grace has passed), or ctx ends; it returns the token or nil.
 //
 // With checked false the token is only a candidate: the first t votes
 // interpolated without a pairing (crypto.GroupKey.Interpolate), which the
@@ -97,6 +111,7 @@ func (c *Client) newVoteRound(ch <-chan reply, stmt protocol.Statement, b *ballo
 // other votes may complete the token.
 func (r *voteRound) collect(ctx context.Context, checked bool) *protocol.Token {
 	c, t := r.c, r.c.t
+	var grace <-chan time.Time // set once the round cannot succeed
 	for {
 		if len(r.votes) >= t {
 			// S1: a token takes t votes at one (resource, epoch), and two
@@ -119,7 +134,16 @@ func (r *voteRound) collect(ctx context.Context, checked bool) *protocol.Token {
 			}
 		}
 		if len(r.votes)+out < t {
-			return nil
+			// The round has failed. The replies still out are awaited a
+			// little longer only if those in do not yet say why (a busy
+			// node and a stale one): the verdict decides whether the
+			// caller waits for a holder or retries, and what it reports.
+			if out <= 0 || r.b.decided(c.f) {
+				return nil
+			}
+			if grace == nil {
+				grace = c.cfg.Clock.After(r.grace())
+			}
 		}
 		var rp reply
 		select {
@@ -127,6 +151,8 @@ func (r *voteRound) collect(ctx context.Context, checked bool) *protocol.Token {
 			r.got++
 			r.replied[rp.m.index] = true
 			c.markSilent(rp.m.index, rp.err != nil)
+		case <-grace:
+			return nil
 		case <-ctx.Done():
 			return nil
 		}
