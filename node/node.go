@@ -605,7 +605,7 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return o, nil
 	})
 	if err != nil {
-		log.Errorw("acquire failed", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "err", err)
+		logFailed(ctx, "acquire failed", err, "resource", req.Resource, "epoch", req.Epoch, "peer", from)
 		return refuse(protocol.CodeInternal, 0, "node failed to record the vote"), nil
 	}
 	switch o.Kind {
@@ -648,11 +648,24 @@ func (n *Node) noteLaterEra(o Outcome, from peer.ID) {
 	})
 }
 
+// logFailed logs a request the node could not serve: as an error, unless
+// the request's context ended first (the node is stopping or the client
+// went away), which is no fault of the node and loses nothing: the
+// request was not applied.
+func logFailed(ctx context.Context, msg string, err error, kv ...any) {
+	kv = append(kv, "err", err)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		log.Debugw(msg, kv...)
+		return
+	}
+	log.Errorw(msg, kv...)
+}
+
 // ack answers Commit, Renew, Release and Abandon.
-func (n *Node) ack(from peer.ID, o Outcome, err error) ([]byte, error) {
+func (n *Node) ack(ctx context.Context, from peer.ID, o Outcome, err error) ([]byte, error) {
 	n.noteLaterEra(o, from)
 	if err != nil {
-		log.Errorw("request failed", "err", err)
+		logFailed(ctx, "request failed", err, "peer", from)
 		return protocol.Ack{Code: protocol.CodeInternal, Message: "node failed to record the request"}.Marshal(), nil
 	}
 	a := protocol.Ack{Code: o.Code, LastEpoch: o.Next.LastEpoch, Message: o.Message}
@@ -672,7 +685,7 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 		return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 	}
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
-		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
+		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
 	defer n.served(from, req.Token)
 	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
@@ -703,7 +716,7 @@ func (n *Node) applyToken(ctx context.Context, from peer.ID, tok protocol.Token,
 			return rule(rec, verified, now), nil
 		})
 		if verified || !errors.Is(err, errCheck) {
-			return n.ack(from, o, err)
+			return n.ack(ctx, from, o, err)
 		}
 		// S2: only a signature under the group key teaches the node.
 		if msg, bad := n.checkTokenFrom(from, tok, tok.Resource); bad {
@@ -724,7 +737,7 @@ func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte,
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Renew(rec, holder, req.Epoch, req.TTL, now), nil
 	})
-	return n.ack(from, o, err)
+	return n.ack(ctx, from, o, err)
 }
 
 func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -736,7 +749,7 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return protocol.Ack{Code: protocol.CodeNotHolder, Message: "only the holder may release"}.Marshal(), nil
 	}
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
-		return n.ack(from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
+		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
 	defer n.served(from, req.Token)
 	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
@@ -756,7 +769,7 @@ func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byt
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Abandon(rec, holder, req.Epoch, now), nil
 	})
-	return n.ack(from, o, err)
+	return n.ack(ctx, from, o, err)
 }
 
 // checkVoteProof verifies the signed votes an Acquire carries and returns

@@ -177,7 +177,7 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 			defer n.unpoll(req.Resource, holder)
 		}
 		if err != nil {
-			log.Errorw("wait failed", "resource", req.Resource, "peer", from, "err", err)
+			logFailed(ctx, "wait failed", err, "resource", req.Resource, "peer", from)
 			return protocol.WaitReply{Code: protocol.CodeInternal, Message: "node failed to load the resource"}.Marshal(), nil
 		}
 		left := deadline.Sub(n.clock.Now())
