@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,6 +188,13 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 		n.seedEvidence(prior)
 	}
 	return &Running{Node: n, gater: gater, host: h, store: store, dirPath: d.Path}, nil
+}
+
+// CopyStore writes a consistent copy of the running node's vote store to
+// w (see BoltStore.WriteTo: never restore it).
+func (r *Running) CopyStore(w io.Writer) error {
+	_, err := r.store.WriteTo(w)
+	return err
 }
 
 // Close stops the node, then its host and store.

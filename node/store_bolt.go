@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,6 +377,27 @@ func (s *BoltStore) SetCommitObserver(fn func(d time.Duration, batch int)) {
 // Stats returns counts of committed Saves and write transactions.
 func (s *BoltStore) Stats() StoreStats {
 	return StoreStats{Saves: s.saves.Load(), Transactions: s.txns.Load()}
+}
+
+// WriteTo writes a consistent copy of the store's file (every committed
+// transaction up to now) to w while the store runs, for audits and
+// forensics. Restoring such a copy in a node's directory makes the node
+// forget the votes it cast since: it may then vote twice at one epoch and
+// counts against f like a Byzantine node (docs/deploy.md).
+func (s *BoltStore) WriteTo(w io.Writer) (n int64, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, ErrStoreClosed
+	}
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("node: bolt store: copy: %w", err)
+	}
+	return n, nil
 }
 
 // Close stops the committer, waiting for a transaction in progress to

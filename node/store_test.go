@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -325,6 +326,40 @@ func TestBoltStoreReopen(t *testing.T) {
 	log, err := s.Audit(ctx, 1, 10)
 	require.NoError(t, err)
 	storeRequireEntriesEqual(t, want, log)
+}
+
+// TestBoltStoreCopy checks that WriteTo copies what was committed before
+// it, while the store keeps running, and nothing saved after; and that a
+// closed store refuses.
+func TestBoltStoreCopy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := storeTestOpenBolt(t, filepath.Join(dir, "votes.db"))
+	r1 := storeTestRecord("r1", 5)
+	require.NoError(t, s.Save(ctx, r1, storeTestEntry(AuditVote, "r1", 5)))
+	var buf bytes.Buffer
+	n, err := s.WriteTo(&buf)
+	require.NoError(t, err)
+	require.Equal(t, int64(buf.Len()), n)
+	require.NoError(t, s.Save(ctx, storeTestRecord("r2", 7), storeTestEntry(AuditVote, "r2", 7)))
+
+	copyPath := filepath.Join(dir, "copy.db")
+	require.NoError(t, os.WriteFile(copyPath, buf.Bytes(), 0o600))
+	c := storeTestOpenBolt(t, copyPath)
+	got, ok, err := c.Load(ctx, "r1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	storeRequireRecordEqual(t, r1, got)
+	_, ok, err = c.Load(ctx, "r2")
+	require.NoError(t, err)
+	require.False(t, ok, "saved after the copy")
+	log, err := c.Audit(ctx, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+
+	require.NoError(t, s.Close())
+	_, err = s.WriteTo(&buf)
+	require.ErrorIs(t, err, ErrStoreClosed)
 }
 
 // TestBoltStoreFileMode checks that a new store file is private to its owner.

@@ -259,7 +259,7 @@ func TestSharedIdentityClientsExclude(t *testing.T) {
 	require.NoError(t, l2.Release(ctx))
 }
 
-// scenarioKindSeeds pins, per new scenario kind (issue 10), seeds whose
+// scenarioKindSeeds pins, per new scenario kind (issue 10 and after), seeds whose
 // plan has it, so that every `go test ./testnet` runs them (TestScenarioKinds)
 // whatever PALISADE_SCENARIO_SEEDS says.
 var scenarioKindSeeds = []struct {
@@ -270,6 +270,9 @@ var scenarioKindSeeds = []struct {
 	{"shared-identity", []int64{6, 16}, func(p scenarioPlan) bool { return p.sharedIdentities() }},
 	{"reshare", []int64{166}, func(p scenarioPlan) bool { return p.era != nil }},
 	{"reshare+era-relay", []int64{0, 30}, func(p scenarioPlan) bool { return p.era != nil && len(p.era.relays) > 0 }},
+	// 5 and 64: N=4, all honest, one node restored; 69: N=7, a node lying
+	// in status and one restored (f=2 used up).
+	{"restore-from-backup", []int64{5, 64, 69}, func(p scenarioPlan) bool { return p.restored != 0 }},
 }
 
 // TestScenarioKinds runs the pinned seeds of each new kind and checks that
@@ -308,6 +311,8 @@ func TestScenarioKinds(t *testing.T) {
 				case "reshare":
 					require.NotEmpty(t, rep.Reshare)
 					require.Positive(t, rep.EraTokens, "the new group issued tokens")
+				case "restore-from-backup":
+					require.True(t, rep.RestoreApplied, "node %d was restarted from its backup", rep.Restored)
 				}
 			})
 		}

@@ -127,6 +127,8 @@ type ScenarioConfig struct {
 	NoSharedIdentities bool
 	// NoReshare never reshares the cluster during the run.
 	NoReshare bool
+	// NoRestore never restarts a node from a backup of its vote store.
+	NoRestore bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
 	Behaviours []NamedBehaviour
@@ -175,6 +177,10 @@ type ScenarioReport struct {
 	// EraSent and EraRefused count the relays' requests to honest old
 	// nodes and the CodeOtherEra refusals among them.
 	EraSent, EraRefused int
+	// Restored is the node restarted from a backup of its vote store (0
+	// if none); RestoreApplied is set once it was.
+	Restored       int
+	RestoreApplied bool
 	// EraOther counts the relays' other outcomes: refusal codes (for
 	// example a bad request when fewer than f+1 distinct new-era voters
 	// were at hand) and "no reply" (crashed or cut-off targets).
@@ -186,6 +192,9 @@ func (r ScenarioReport) String() string {
 	s := fmt.Sprintf("seed %d: N=%d f=%d K=%d keys=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d in %v",
 		r.Seed, r.N, r.F, r.Clients, r.Keys, r.Resources, r.MaxEpochStep, r.Byzantine, r.FaultSteps, r.Acquired, r.AcquireErrors,
 		r.Tokens, r.Writes, r.StaleRefused, r.StaleAdmitted, r.HolderRefused, r.Elapsed.Round(time.Millisecond))
+	if r.Restored != 0 {
+		s += fmt.Sprintf("; node %d restored from a backup (applied %v)", r.Restored, r.RestoreApplied)
+	}
 	if r.Reshare != "" {
 		s += fmt.Sprintf("; reshare %s took %v: era tokens=%d relays=%d sent=%d refused other-era=%d other=%v",
 			r.Reshare, r.ReshareTook.Round(time.Millisecond), r.EraTokens, r.EraRelays, r.EraSent, r.EraRefused, r.EraOther)

@@ -10,6 +10,7 @@ package testnet
 import (
 	"fmt"
 	mrand "math/rand"
+	"slices"
 	"sort"
 	"time"
 
@@ -28,9 +29,13 @@ const (
 	faultReconnect
 	faultDelay
 	faultUndelay
+	// faultBackup copies the node's vote store; faultRestore restarts the
+	// crashed node from that copy (see scenarioPlan.restored).
+	faultBackup
+	faultRestore
 )
 
-var faultNames = [...]string{"crash", "restart", "cut", "reconnect", "delay", "undelay"}
+var faultNames = [...]string{"crash", "restart", "cut", "reconnect", "delay", "undelay", "backup", "restore from backup"}
 
 type faultStep struct {
 	at    time.Duration // from workload start
@@ -66,6 +71,11 @@ type scenarioPlan struct {
 	nids  int
 	// era, if set, reshares the cluster during the run.
 	era *eraPlan
+	// restored, if not 0, is the node restarted from an old backup of its
+	// vote store (faultBackup, then faultRestore in place of a restart):
+	// from its crash on it has forgotten votes, so it counts against f
+	// like a Byzantine node, for the fault budget and for the oracle.
+	restored int
 }
 
 // eraPlan is a resharing during a run: at `at` the cluster is reshared to
@@ -99,6 +109,7 @@ func (p scenarioPlan) sharedIdentities() bool { return p.nids < p.k }
 const (
 	scenarioSharedPercent  = 60 // clients sharing a client key
 	scenarioResharePercent = 20 // a resharing with the old group left running
+	scenarioRestorePercent = 40 // a node restarted from a backup of its store
 )
 
 func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPlan {
@@ -262,7 +273,139 @@ func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPla
 	if reshare && !cfg.NoReshare {
 		p.era = e
 	}
+
+	// A restart from backup, drawn last for the same reason.
+	restore := rng.Intn(100) < scenarioRestorePercent
+	pick, backupAt := rng.Intn(1<<20), rng.Float64()
+	if restore && !cfg.NoRestore && !cfg.NoFaults {
+		p.planRestore(pick, backupAt)
+	}
 	return p
+}
+
+// planRestore makes one honest node restart from a backup of its vote
+// store taken earlier (at backupAt, a fraction of the time to its crash),
+// if the fault budget allows the node to stay faulty from that crash to
+// the end: Byzantine, crashed, cut-off and restored nodes together never
+// exceed f. It turns a planned crash and restart into one (pick chooses
+// among those that qualify) or, with none, adds a crash and a restore of
+// an honest node at backupAt's share of the fault window. With no budget
+// left, the plan stays as it is.
+func (p *scenarioPlan) planRestore(pick int, backupAt float64) {
+	type candidate struct{ crash, restart int }
+	var cands []candidate
+	for j, s := range p.faults {
+		if _, byz := p.byz[s.node]; byz || s.kind != faultCrash {
+			continue
+		}
+		k := slices.IndexFunc(p.faults[j+1:], func(r faultStep) bool { return r.kind == faultRestart && r.node == s.node })
+		if k >= 0 && p.maxFaulty(s.node, j) <= p.f {
+			cands = append(cands, candidate{crash: j, restart: j + 1 + k})
+		}
+	}
+	if len(cands) == 0 {
+		// A crash of 40 ms somewhere in the first 250 ms of the workload.
+		crashAt := 10*time.Millisecond + time.Duration(backupAt*float64(240*time.Millisecond))
+		for try := 0; try < p.n && len(cands) == 0; try++ {
+			i := 1 + (pick+try)%p.n
+			if _, byz := p.byz[i]; byz {
+				continue
+			}
+			q := *p
+			q.faults = slices.Clone(p.faults)
+			c := sort.Search(len(q.faults), func(k int) bool { return q.faults[k].at > crashAt })
+			q.faults = slices.Insert(q.faults, c, faultStep{at: crashAt, kind: faultCrash, node: i})
+			r := sort.Search(len(q.faults), func(k int) bool { return q.faults[k].at > crashAt+40*time.Millisecond })
+			q.faults = slices.Insert(q.faults, r, faultStep{at: crashAt + 40*time.Millisecond, kind: faultRestart, node: i})
+			if q.maxFaulty(i, c) <= p.f && !q.crashedAt(i, c) && !q.crashesBetween(i, c, r) {
+				p.faults = q.faults
+				cands = append(cands, candidate{crash: c, restart: r})
+			}
+		}
+		if len(cands) == 0 {
+			return
+		}
+	}
+	c := cands[pick%len(cands)]
+	i := p.faults[c.crash].node
+	p.restored = i
+	p.faults[c.restart].kind = faultRestore
+	at := time.Duration(backupAt * float64(p.faults[c.crash].at))
+	pos := sort.Search(len(p.faults), func(k int) bool { return p.faults[k].at > at })
+	p.faults = slices.Insert(p.faults, pos, faultStep{at: at, kind: faultBackup, node: i})
+}
+
+// crashedAt reports whether node i is down (crashed) just before step j.
+func (p *scenarioPlan) crashedAt(i, j int) bool {
+	down := false
+	for _, s := range p.faults[:j] {
+		if s.node != i {
+			continue
+		}
+		switch s.kind {
+		case faultCrash:
+			down = true
+		case faultRestart, faultRestore:
+			down = false
+		}
+	}
+	return down
+}
+
+// crashesBetween reports whether a step strictly between steps from and
+// to crashes or restarts node i.
+func (p *scenarioPlan) crashesBetween(i, from, to int) bool {
+	return slices.ContainsFunc(p.faults[from+1:to], func(s faultStep) bool {
+		return s.node == i && (s.kind == faultCrash || s.kind == faultRestart)
+	})
+}
+
+// maxFaulty replays the fault schedule with node i faulty from step from
+// on, and returns the most nodes faulty at once (Byzantine, crashed, cut
+// off, or i).
+func (p *scenarioPlan) maxFaulty(i, from int) int {
+	crashed, cut := map[int]bool{}, map[int]bool{}
+	most := 0
+	for j, s := range p.faults {
+		switch s.kind {
+		case faultCrash:
+			crashed[s.node] = true
+		case faultRestart, faultRestore:
+			delete(crashed, s.node)
+		case faultCut:
+			cut[s.node] = true
+		case faultReconnect:
+			delete(cut, s.node)
+		}
+		faulty := map[int]bool{}
+		for k := range p.byz {
+			faulty[k] = true
+		}
+		for k := range crashed {
+			faulty[k] = true
+		}
+		for k := range cut {
+			faulty[k] = true
+		}
+		if j >= from {
+			faulty[i] = true
+		}
+		most = max(most, len(faulty))
+	}
+	return most
+}
+
+// faulty are the nodes the oracle does not hold to the honest nodes'
+// rules: the Byzantine ones and the one restored from a backup.
+func (p scenarioPlan) faulty() map[int]int {
+	out := make(map[int]int, len(p.byz)+1)
+	for i, b := range p.byz {
+		out[i] = b
+	}
+	if p.restored != 0 {
+		out[p.restored] = -1
+	}
+	return out
 }
 
 func (p scenarioPlan) rules() node.Rules {

@@ -47,7 +47,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	}
 	p := newScenarioPlan(seed, cfg, len(table))
 	rep = ScenarioReport{Seed: seed, N: p.n, F: p.f, Clients: p.k, Resources: p.r, MaxEpochStep: p.step, Acquired: make([]int, p.k),
-		Keys: p.nids, SharedIdentity: p.sharedIdentities()}
+		Keys: p.nids, SharedIdentity: p.sharedIdentities(), Restored: p.restored}
 	relays := map[int]bool{}
 	if p.era != nil {
 		for _, i := range p.era.relays {
@@ -144,7 +144,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	nwg.Add(1)
 	go func() {
 		defer nwg.Done()
-		rep.FaultSteps = runNemesis(ctx, nw, p.faults, wstart, done, logf)
+		rep.FaultSteps, rep.RestoreApplied = runNemesis(ctx, nw, p.faults, wstart, done, logf)
 	}()
 	if era != nil {
 		nwg.Add(1)
@@ -194,7 +194,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 
 	// The oracle's end-of-run checks read the honest nodes' logs and
 	// records, of both groups when the cluster was reshared.
-	groups := []nodeGroup{{name: "old", nw: nw, byz: p.byz, t: p.t}}
+	groups := []nodeGroup{{name: "old", nw: nw, byz: p.faulty(), t: p.t}}
 	if era != nil && era.nw != nil {
 		groups[0].name = "old-group"
 		groups = append(groups, nodeGroup{name: "new-group", nw: era.nw, floor: era.floor(), t: era.nw.Keys.Cluster.File.T})
@@ -223,18 +223,19 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 }
 
 // runNemesis applies the planned faults at their times until the workload
-// is done, and returns how many it applied.
-func runNemesis(ctx context.Context, nw *Network, steps []faultStep, start time.Time, done <-chan struct{}, logf func(string, ...any)) int {
-	applied := 0
+// is done, and returns how many it applied and whether a restore from
+// backup was among them.
+func runNemesis(ctx context.Context, nw *Network, steps []faultStep, start time.Time, done <-chan struct{}, logf func(string, ...any)) (applied int, restored bool) {
+	backups := map[int][]byte{}
 	for _, s := range steps {
 		t := time.NewTimer(time.Until(start.Add(s.at)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return applied
+			return applied, restored
 		case <-done:
 			t.Stop()
-			return applied
+			return applied, restored
 		case <-t.C:
 		}
 		var err error
@@ -251,13 +252,22 @@ func runNemesis(ctx context.Context, nw *Network, steps []faultStep, start time.
 			nw.SetDelay(s.node, s.delay)
 		case faultUndelay:
 			nw.SetDelay(s.node, 0)
+		case faultBackup:
+			backups[s.node], err = nw.Backup(s.node)
+		case faultRestore:
+			if b, ok := backups[s.node]; ok {
+				err = nw.RestoreBackup(s.node, b)
+				restored = err == nil
+			} else {
+				err = nw.Restart(s.node) // the backup failed (logged)
+			}
 		}
 		if err != nil {
 			logf("fault %s node %d: %v", faultNames[s.kind], s.node, err)
 		}
 		applied++
 	}
-	return applied
+	return applied, restored
 }
 
 // heal restarts crashed nodes and lifts cut-offs and delays. Byzantine

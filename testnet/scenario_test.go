@@ -103,6 +103,7 @@ func TestScenarios(t *testing.T) {
 		ran, violations, safety, failures int
 		retried                           int
 		shared, reshared, relayed         int
+		restores, restoresApplied         int
 		reshareTook                       []time.Duration
 		elapsed                           []time.Duration
 		violating                         []int64
@@ -153,6 +154,12 @@ func TestScenarios(t *testing.T) {
 				if rep.EraRelays > 0 {
 					relayed++
 				}
+				if rep.Restored != 0 {
+					restores++
+					if rep.RestoreApplied {
+						restoresApplied++
+					}
+				}
 				var se *ScenarioError
 				switch {
 				case errors.As(err, &se):
@@ -183,10 +190,10 @@ func TestScenarios(t *testing.T) {
 		reshareMedian = reshareTook[len(reshareTook)/2]
 	}
 	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, liveness retries %d, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d); "+
-		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d)",
+		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d)",
 		ran, violations, safety, violating, retried, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
 		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par,
-		shared, reshared, reshareMedian.Round(time.Millisecond), relayed, sum.EraTokens, sum.EraSent, sum.EraRefused)
+		shared, reshared, reshareMedian.Round(time.Millisecond), relayed, sum.EraTokens, sum.EraSent, sum.EraRefused, restores, restoresApplied)
 	if fromEnv {
 		fmt.Println(line) // the summary line, without the file:line prefix
 	} else {

@@ -5,12 +5,14 @@
 package testnet
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -299,6 +301,45 @@ func (nw *Network) Restart(i int) error {
 	}
 	m.running = r
 	return nil
+}
+
+// Backup copies node i's vote store as an operator's backup would: a
+// consistent copy taken while the node runs, or the file itself if the
+// node is stopped.
+func (nw *Network) Backup(i int) ([]byte, error) {
+	m := nw.Member(i)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running == nil {
+		b, err := os.ReadFile(filepath.Join(m.Dir.Path, node.StoreFileName))
+		if err != nil {
+			return nil, fmt.Errorf("testnet: back up node %d: %w", i, err)
+		}
+		return b, nil
+	}
+	var buf bytes.Buffer
+	if err := m.running.CopyStore(&buf); err != nil {
+		return nil, fmt.Errorf("testnet: back up node %d: %w", i, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// RestoreBackup puts backup in stopped node i's directory in place of its
+// vote store and starts the node: the node forgets every vote it cast
+// since the backup, which no honest node does (docs/deploy.md), so it
+// counts against f.
+func (nw *Network) RestoreBackup(i int, backup []byte) error {
+	m := nw.Member(i)
+	m.mu.Lock()
+	running := m.running != nil
+	m.mu.Unlock()
+	if running {
+		return fmt.Errorf("testnet: restore node %d: it is running", i)
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir.Path, node.StoreFileName), backup, 0o600); err != nil {
+		return fmt.Errorf("testnet: restore node %d: %w", i, err)
+	}
+	return nw.Restart(i)
 }
 
 // CutOff makes node i drop every request, as if partitioned from every
