@@ -52,6 +52,13 @@ func collectRound(clock clockwork.Clock, silent ...int) (*voteRound, chan reply)
 	return c.newVoteRound(ch, protocol.Statement{Resource: planRes, Epoch: 2}, b, map[int]protocol.SignedVote{}), ch
 }
 
+// collectAsync runs r.collect in a goroutine and delivers its token.
+func collectAsync(r *voteRound) <-chan *protocol.Token {
+	out := make(chan *protocol.Token, 1)
+	go func() { out <- r.collect(context.Background(), false) }()
+	return out
+}
+
 func acquireReply(m int, ar protocol.AcquireReply) reply {
 	return reply{m: member{index: m}, b: ar.Marshal()}
 }
@@ -69,15 +76,11 @@ func TestCollectWaitsToSayWhy(t *testing.T) {
 	r, ch := collectRound(clock)
 	ch <- acquireReply(3, busyHeld(28*time.Second))
 	ch <- acquireReply(4, refusal(protocol.CodeStale, 2))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		require.Nil(t, r.collect(context.Background(), false))
-	}()
+	done := collectAsync(r)
 	// collect waits on its grace timer, not returning yet.
 	require.NoError(t, clock.BlockUntilContext(context.Background(), 1))
 	ch <- acquireReply(1, busyHeld(28*time.Second))
-	<-done
+	require.Nil(t, <-done, "no token")
 	require.True(t, r.b.decided(1))
 	p := testPlanner(1, true)
 	var be *BusyError
@@ -91,14 +94,10 @@ func TestCollectGraceEnds(t *testing.T) {
 	r, ch := collectRound(clock)
 	ch <- acquireReply(3, busyHeld(28*time.Second))
 	ch <- acquireReply(4, refusal(protocol.CodeStale, 2))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		require.Nil(t, r.collect(context.Background(), false))
-	}()
+	done := collectAsync(r)
 	require.NoError(t, clock.BlockUntilContext(context.Background(), 1))
 	clock.Advance(minGrace)
-	<-done
+	require.Nil(t, <-done, "no token")
 	require.Equal(t, 2, r.got)
 }
 
