@@ -67,18 +67,25 @@ func busyHeld(left time.Duration) protocol.AcquireReply {
 	return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 1, Left: left}
 }
 
-// TestCollectWaitsToSayWhy is the round that made "palisade acquire"
-// report an outage for a held resource: a busy node and a stale one answer
-// first, so the round cannot succeed, but only the later answers show a
-// lease on more than f nodes.
-func TestCollectWaitsToSayWhy(t *testing.T) {
+// undecidedRound starts collecting a round whose first replies, a busy
+// node and a stale one, leave it failed but undecided, and returns once
+// collect waits on its grace timer (not returning yet).
+func undecidedRound(t *testing.T) (*voteRound, chan reply, *clockwork.FakeClock, <-chan *protocol.Token) {
 	clock := clockwork.NewFakeClock()
 	r, ch := collectRound(clock)
 	ch <- acquireReply(3, busyHeld(28*time.Second))
 	ch <- acquireReply(4, refusal(protocol.CodeStale, 2))
 	done := collectAsync(r)
-	// collect waits on its grace timer, not returning yet.
 	require.NoError(t, clock.BlockUntilContext(context.Background(), 1))
+	return r, ch, clock, done
+}
+
+// TestCollectWaitsToSayWhy is the round that made "palisade acquire"
+// report an outage for a held resource: a busy node and a stale one answer
+// first, so the round cannot succeed, but only the later answers show a
+// lease on more than f nodes.
+func TestCollectWaitsToSayWhy(t *testing.T) {
+	r, ch, _, done := undecidedRound(t)
 	ch <- acquireReply(1, busyHeld(28*time.Second))
 	require.Nil(t, <-done, "no token")
 	require.True(t, r.b.decided(1))
@@ -90,12 +97,7 @@ func TestCollectWaitsToSayWhy(t *testing.T) {
 // TestCollectGraceEnds: a failed round whose other members never answer
 // gives up after its grace, not after RequestTimeout.
 func TestCollectGraceEnds(t *testing.T) {
-	clock := clockwork.NewFakeClock()
-	r, ch := collectRound(clock)
-	ch <- acquireReply(3, busyHeld(28*time.Second))
-	ch <- acquireReply(4, refusal(protocol.CodeStale, 2))
-	done := collectAsync(r)
-	require.NoError(t, clock.BlockUntilContext(context.Background(), 1))
+	r, _, clock, done := undecidedRound(t)
 	clock.Advance(minGrace)
 	require.Nil(t, <-done, "no token")
 	require.Equal(t, 2, r.got)

@@ -170,19 +170,7 @@ func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPla
 	// Faults, simulated as they are drawn so that Byzantine, crashed and
 	// cut-off nodes together never exceed f.
 	crashed, cut, delayed := map[int]bool{}, map[int]bool{}, map[int]bool{}
-	faulty := func() int {
-		s := map[int]bool{}
-		for i := range p.byz {
-			s[i] = true
-		}
-		for i := range crashed {
-			s[i] = true
-		}
-		for i := range cut {
-			s[i] = true
-		}
-		return len(s)
-	}
+	faulty := func() int { return len(faultySet(p.byz, crashed, cut)) }
 	isFaulty := func(i int) bool { _, b := p.byz[i]; return b || crashed[i] || cut[i] }
 	if !cfg.NoFaults {
 		at := time.Duration(0)
@@ -377,22 +365,28 @@ func (p *scenarioPlan) maxFaulty(i, from int) int {
 		case faultReconnect:
 			delete(cut, s.node)
 		}
-		faulty := map[int]bool{}
-		for k := range p.byz {
-			faulty[k] = true
-		}
-		for k := range crashed {
-			faulty[k] = true
-		}
-		for k := range cut {
-			faulty[k] = true
-		}
+		faulty := faultySet(p.byz, crashed, cut)
 		if j >= from {
 			faulty[i] = true
 		}
 		most = max(most, len(faulty))
 	}
 	return most
+}
+
+// faultySet is the set of nodes that are Byzantine (keys of byz) or in
+// any of sets.
+func faultySet(byz map[int]int, sets ...map[int]bool) map[int]bool {
+	out := map[int]bool{}
+	for i := range byz {
+		out[i] = true
+	}
+	for _, set := range sets {
+		for i := range set {
+			out[i] = true
+		}
+	}
+	return out
 }
 
 // faulty are the nodes the oracle does not hold to the honest nodes'
