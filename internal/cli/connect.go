@@ -90,13 +90,18 @@ func (s *session) connect() error {
 }
 
 // quietClientLogs keeps the client's warnings (a failed renewal, with
-// libp2p's multi-line dial report in it) off the terminal of a client
-// command, which reports what matters itself in one line.
-// GOLOG_LOG_LEVEL brings them back.
+// libp2p's multi-line dial report in it) and libp2p's own (an identify
+// cut short when a command closes its host after 2f+1 answers) off the
+// terminal of a client command, which reports what matters itself in one
+// line. GOLOG_LOG_LEVEL brings them back.
 func quietClientLogs() {
-	if os.Getenv("GOLOG_LOG_LEVEL") == "" {
-		_ = logging.SetLogLevel("palisade/client", "error")
+	if os.Getenv("GOLOG_LOG_LEVEL") != "" {
+		return
 	}
+	_ = logging.SetLogLevel("*", "error") // libp2p and the rest
+	setPalisadeLogLevel("info")
+	applyPalisadeLogLevel()
+	_ = logging.SetLogLevel("palisade/client", "error")
 }
 
 // target describes a request of this session about resource, one that
