@@ -183,6 +183,7 @@ func TestDKGTooManySilentFails(t *testing.T) {
 	_, err := DKG(ctx, dir, DKGOptions{N: 4, Silent: []int{3, 4}, PhaseTimeout: time.Second, Progress: &log,
 		Rand: mrand.New(mrand.NewSource(seedFor(t)))})
 	require.ErrorIs(t, err, dkg.ErrTooFewMembers)
+	require.True(t, reshareTimedOut(err), "silence alone is a timing failure: %v", err)
 	require.NoError(t, ctx.Err(), "failed within its timeout")
 	require.Contains(t, err.Error(), "node3")
 	require.Contains(t, err.Error(), "node4")

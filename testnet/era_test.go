@@ -290,15 +290,7 @@ func TestScenarioKinds(t *testing.T) {
 				require.True(t, k.has(p), "seed %d no longer draws %s: pick another", seed, k.kind)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(scale)*2*time.Minute)
 				defer cancel()
-				rep, err := RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
-				t.Log(rep.String())
-				var se *ScenarioError
-				if errors.As(err, &se) && !se.Safety() {
-					// A liveness bound missed on a loaded machine: once more.
-					t.Logf("liveness only (%v); retrying once", err)
-					rep, err = RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
-					t.Log(rep.String())
-				}
+				rep, _, err := runScenarioRetrying(ctx, t, seed, ScenarioConfig{TimeScale: scale}, true)
 				require.NoError(t, err)
 				switch k.kind {
 				case "shared-identity":

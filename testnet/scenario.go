@@ -88,6 +88,25 @@ func (e *ScenarioError) Safety() bool {
 	return false
 }
 
+// livenessOnly reports whether err holds *ScenarioErrors with liveness
+// violations only, joined with nothing else: the one failure a loaded
+// machine can cause, which a run may retry once. A safety violation, or
+// violations joined with another failure (the nodes could not be healed
+// or read), is never retried.
+func livenessOnly(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		for _, e := range errs {
+			if !livenessOnly(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	se, ok := err.(*ScenarioError)
+	return ok && !se.Safety()
+}
+
 // NamedBehaviour is one entry of the table Byzantine behaviours are drawn
 // from.
 type NamedBehaviour struct {
@@ -144,6 +163,9 @@ type ScenarioConfig struct {
 
 	// newStore replaces the fences' MemoryStore (tests of the oracle).
 	newStore func() verifier.BarrierStore
+	// reshare replaces Reshare in the era run (tests that inject a
+	// failed resharing).
+	reshare reshareFunc
 }
 
 // ScenarioReport is what one scenario did and what the oracle checked.

@@ -44,6 +44,9 @@ const scenarioRelayEvery = 50 * time.Millisecond
 // phase for real (which fails the scenario as a liveness violation).
 const scenarioReshareTimeout = 5 * time.Second
 
+// reshareFunc is Reshare's signature, for a test's stand-in.
+type reshareFunc func(ctx context.Context, dir string, old *Keys, o DKGOptions) (*Keys, error)
+
 // eraRun is the resharing of one scenario.
 type eraRun struct {
 	plan     *eraPlan
@@ -55,6 +58,7 @@ type eraRun struct {
 	relays   map[int]*EraRelayer // old member index -> its behaviour
 	newFloor uint64
 	timeout  time.Duration // DKG phase timeout
+	reshare  reshareFunc   // Reshare, or a test's stand-in
 
 	ready chan struct{} // closed once nw runs or the resharing failed
 	nw    *Network      // the new group; set before ready closes
@@ -69,7 +73,7 @@ type eraRun struct {
 
 func newEraRun(p scenarioPlan, old *Network, dir string, seed int64, scale time.Duration) *eraRun {
 	e := &eraRun{plan: p.era, p: p, old: old, dir: dir, seed: seed, feed: NewEraFeed(), timeout: scenarioReshareTimeout + (scale-1)*time.Second,
-		relays: map[int]*EraRelayer{}, ready: make(chan struct{}), clients: map[int]*client.Client{}}
+		relays: map[int]*EraRelayer{}, ready: make(chan struct{}), clients: map[int]*client.Client{}, reshare: Reshare}
 	var colluder lcrypto.PrivKey
 	if p.era.colluder >= 0 {
 		colluder = old.Keys.Clients[p.era.colluder]
@@ -108,7 +112,7 @@ func (e *eraRun) run(ctx context.Context, wstart time.Time, done <-chan struct{}
 	}
 	start := time.Now()
 	progress := &lockedBuffer{}
-	keys, err := Reshare(ctx, e.dir, e.old.Keys, DKGOptions{N: e.plan.n, Keep: e.plan.keep, PhaseTimeout: e.timeout,
+	keys, err := e.reshare(ctx, e.dir, e.old.Keys, DKGOptions{N: e.plan.n, Keep: e.plan.keep, PhaseTimeout: e.timeout,
 		Rand: mrand.New(mrand.NewSource(e.seed ^ 0x5e5a)), Progress: &stampedWriter{start: start, w: progress}})
 	e.took = time.Since(start)
 	if err != nil || e.took > e.timeout/2 {

@@ -21,18 +21,23 @@ package testnet
 //   - S5 bounded epochs: checkNodes (each vote within MaxEpochStep of what
 //     the node knew; records accounted for by the audit log);
 //   - S6 membership: acquired1 (a token names the client it was handed to);
-//   - era: acquired1 and checkNodes (each group stays inside its era);
+//   - era: acquired1 and checkNodes (each group stays inside its era),
+//     and reshareFailed (a resharing that failed other than by running
+//     out of time: members that disagree, a refused message, another
+//     cluster file, a new group that does not start);
 //   - liveness (L2): checkLiveness, plus RunScenario's hard limit and a
-//     failed resharing.
+//     resharing that ran out of time (reshareFailed).
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/palisade-dev/palisade/internal/dkg"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
@@ -158,8 +163,8 @@ func newOracle(p scenarioPlan, c *protocol.Cluster) *oracle {
 
 const maxViolations = 20
 
-// violate records a violation; the caller may hold o.mu or not, so it
-// takes none: use violateLocked under o.mu.
+// violate records a violation; it takes o.mu, so a caller that holds it
+// uses violateLocked.
 func (o *oracle) violate(format string, args ...any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -170,6 +175,66 @@ func (o *oracle) violateLocked(format string, args ...any) {
 	if len(o.violations) < maxViolations {
 		o.violations = append(o.violations, fmt.Sprintf(format, args...))
 	}
+}
+
+// scenarioError is the *ScenarioError of the violations recorded so far,
+// or a nil error when there are none (never a nil *ScenarioError, which
+// errors.Join would keep).
+func (o *oracle) scenarioError(seed int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.scenarioErrorLocked(seed)
+}
+
+func (o *oracle) scenarioErrorLocked(seed int64) error {
+	if len(o.violations) == 0 {
+		return nil
+	}
+	return &ScenarioError{Seed: seed, Violations: slices.Clone(o.violations)}
+}
+
+// reshareFailed judges a resharing that failed. Only a missed deadline
+// is a timing failure (liveness, which CI retries once): the run's
+// context ran out, or the DKG ended with too few members because the
+// others were not heard from in time. Anything else is an era violation,
+// never retried: members that disagree (dkg.ErrDiverged), a member that
+// refused another's message, a member that wrote another cluster.json,
+// a new group that does not start. The scenario's resharing members are
+// all honest, so none of these can be blamed on a faulty one.
+func (o *oracle) reshareFailed(err error) {
+	if reshareTimedOut(err) {
+		o.violate("liveness: the resharing ran out of time: %v", err)
+		return
+	}
+	o.violate("era: the resharing failed: %v", err)
+}
+
+// reshareTimedOut reports whether err says only that a resharing ran out
+// of time: every error joined in it is a context deadline or a
+// *dkg.QuorumError that refused nothing (QuorumError.TimedOut).
+func reshareTimedOut(err error) bool {
+	if err == nil {
+		return false
+	}
+	if qe, ok := err.(*dkg.QuorumError); ok {
+		return qe.TimedOut()
+	}
+	if err == context.DeadlineExceeded {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		errs := u.Unwrap()
+		for _, e := range errs {
+			if !reshareTimedOut(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return reshareTimedOut(u.Unwrap())
+	}
+	return false
 }
 
 // short names a holder for a violation: the lock object (client and

@@ -2,7 +2,6 @@ package testnet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -76,17 +75,6 @@ func runPinnedScenario(t *testing.T, seed int64, cfg ScenarioConfig) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.TimeScale)*2*time.Minute)
 	defer cancel()
-	var err error
-	for try := 0; try < 2; try++ {
-		cfg.Dir = t.TempDir()
-		var rep ScenarioReport
-		rep, err = RunScenario(ctx, seed, cfg)
-		t.Log(rep.String())
-		var se *ScenarioError
-		if !errors.As(err, &se) || se.Safety() {
-			return err
-		}
-		t.Logf("liveness only (%v); running once more", err)
-	}
+	_, _, err := runScenarioRetrying(ctx, t, seed, cfg, true)
 	return err
 }

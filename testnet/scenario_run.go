@@ -94,6 +94,9 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	var era *eraRun
 	if p.era != nil {
 		era = newEraRun(p, nw, filepath.Join(dir, "reshared"), seed, scale)
+		if cfg.reshare != nil {
+			era.reshare = cfg.reshare
+		}
 		defer func() { err = errors.Join(err, era.close()) }()
 		o.era, o.newFloor = era, era.floor()
 	}
@@ -168,7 +171,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	close(done)
 	nwg.Wait()
 	if err := parent.Err(); err != nil {
-		return rep, fmt.Errorf("testnet: scenario seed %d: %w", seed, err)
+		return rep, errors.Join(fmt.Errorf("testnet: scenario seed %d: %w", seed, err), o.scenarioError(seed))
 	}
 	if err := ctx.Err(); err != nil {
 		o.violate("liveness: the run hit its hard limit of %v: %v", scenarioHardLimit*scale, err)
@@ -180,13 +183,10 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	case era != nil && era.wrong != "":
 		o.violate("%s", era.wrong)
 	case era != nil && era.err != nil:
-		// A DKG that could not finish in its phase timeouts is a timing
-		// failure, like a missed liveness bound (CI retries those once);
-		// the old group is still checked.
-		o.violate("liveness: the resharing failed: %v", era.err)
+		o.reshareFailed(era.err) // the old group is still checked
 	}
 	if err := heal(nw); err != nil {
-		return rep, fmt.Errorf("testnet: scenario seed %d: heal: %w", seed, err)
+		return rep, errors.Join(fmt.Errorf("testnet: scenario seed %d: heal: %w", seed, err), o.scenarioError(seed))
 	}
 	if era != nil {
 		era.relayFinal(ctx, tm) // every relay sends at least one round, to every honest old node
@@ -201,7 +201,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		era.report(o, &rep)
 	}
 	if err := o.checkNodes(ctx, groups); err != nil {
-		return rep, fmt.Errorf("testnet: scenario seed %d: read nodes: %w", seed, err)
+		return rep, errors.Join(fmt.Errorf("testnet: scenario seed %d: read nodes: %w", seed, err), o.scenarioError(seed))
 	}
 	var slack time.Duration
 	if era != nil {
@@ -216,8 +216,8 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	rep.Tokens = len(o.tokens)
 	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
-	if len(o.violations) > 0 {
-		return rep, &ScenarioError{Seed: seed, Violations: append([]string(nil), o.violations...)}
+	if se := o.scenarioErrorLocked(seed); se != nil {
+		return rep, se
 	}
 	return rep, nil
 }

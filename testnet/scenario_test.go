@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/dkg"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
@@ -119,20 +121,11 @@ func TestScenarios(t *testing.T) {
 				t.Logf("seed %d (repeat: PALISADE_SCENARIO_SEEDS=%d-%d go test -run 'TestScenarios' ./testnet)", seed, seed, seed)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(scale)*2*time.Minute)
 				defer cancel()
-				rep, err := RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
-				t.Log(rep.String())
-				var first *ScenarioError
-				if retryLiveness && errors.As(err, &first) && !first.Safety() {
-					// A liveness bound missed on a loaded machine: run the
-					// same seed once more. Safety violations are never retried.
-					t.Logf("seed %d: liveness only (%v); retrying once", seed, err)
-					rep, err = RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale})
-					t.Log(rep.String())
-					mu.Lock()
-					retried++
-					mu.Unlock()
-				}
+				rep, again, err := runScenarioRetrying(ctx, t, seed, ScenarioConfig{TimeScale: scale}, retryLiveness)
 				mu.Lock()
+				if again {
+					retried++
+				}
 				ran++
 				elapsed = append(elapsed, rep.Elapsed)
 				sum.Tokens += rep.Tokens
@@ -199,6 +192,26 @@ func TestScenarios(t *testing.T) {
 	} else {
 		t.Log(line)
 	}
+}
+
+// runScenarioRetrying runs seed with cfg (a fresh Dir and t's log on
+// each try) and, when retry is set and the run only missed a liveness
+// bound (livenessOnly), runs it once more; again reports that it did.
+// Every other failure, safety above all, stands on the first try.
+func runScenarioRetrying(ctx context.Context, t *testing.T, seed int64, cfg ScenarioConfig, retry bool) (rep ScenarioReport, again bool, err error) {
+	t.Helper()
+	cfg.Dir, cfg.Logf = t.TempDir(), t.Logf
+	rep, err = RunScenario(ctx, seed, cfg)
+	t.Log(rep.String())
+	if !retry || !livenessOnly(err) {
+		return rep, false, err
+	}
+	// A liveness bound missed on a loaded machine: once more.
+	t.Logf("seed %d: liveness only (%v); retrying once", seed, err)
+	cfg.Dir = t.TempDir()
+	rep, err = RunScenario(ctx, seed, cfg)
+	t.Log(rep.String())
+	return rep, true, err
 }
 
 // dealtToken signs (resource, epoch, holder) with the first t shares of a
@@ -326,6 +339,84 @@ func TestOracleCatchesViolations(t *testing.T) {
 	o.tm.liveness = time.Second
 	o.checkLiveness(0)
 	require.True(t, has(o, "liveness:"), "%v", o.violations)
+
+	// A failed resharing: only a missed deadline is liveness (and may be
+	// retried); every other failure is an era violation (never retried).
+	silent := func(member int, who ...string) error {
+		return fmt.Errorf("member %d: %w", member, &dkg.QuorumError{Msg: "2 of 4 new members answered, need t=3", Silent: who})
+	}
+	diverged := fmt.Errorf("member 2: %w: only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3 (12D3)", dkg.ErrDiverged)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"the run's context ran out", fmt.Errorf("reshare: member 1: dkg: interrupted in phase deals (run the same command again to resume): %w", context.DeadlineExceeded), "liveness:"},
+		{"too few heard in time", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), silent(2, "node4"), silent(3))), "liveness:"},
+		{"members disagree", fmt.Errorf("reshare: %w", diverged), "era:"},
+		{"one disagrees, one timed out", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), diverged)), "era:"},
+		{"too few, one refused", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"),
+			fmt.Errorf("member 3: %w", &dkg.QuorumError{Msg: "deal not qualified", Silent: []string{"node4"}, Refused: []string{"node2"}}))), "era:"},
+		{"another cluster.json", errors.New("testnet: member 2 wrote another cluster.json"), "era:"},
+		{"the new group does not start", fmt.Errorf("reshare: start the new group: %w", errors.New("listen tcp 127.0.0.1:4001: bind: address already in use")), "era:"},
+		{"a bad member list", fmt.Errorf("reshare: member 1: %w: this identity is not a member", dkg.ErrBadMemberList), "era:"},
+		{"cancelled, not timed out", fmt.Errorf("reshare: %w", context.Canceled), "era:"},
+	} {
+		o = fresh()
+		o.reshareFailed(tc.err)
+		require.Len(t, o.violations, 1, tc.name)
+		require.True(t, has(o, tc.want), "%s: %v", tc.name, o.violations)
+		se := o.scenarioError(7)
+		require.Equal(t, tc.want == "liveness:", livenessOnly(errors.Join(se, nil)), "%s: retried only when liveness", tc.name)
+		// Violations stay in the error when the nodes then cannot be
+		// healed or read: never retried, counted as violations.
+		healErr := errors.Join(errors.New("testnet: scenario seed 7: heal: restart node 2: boom"), se)
+		require.False(t, livenessOnly(healErr), tc.name)
+		var got *ScenarioError
+		require.ErrorAs(t, healErr, &got, tc.name)
+		require.Equal(t, tc.want == "era:", got.Safety(), tc.name)
+	}
+	require.Nil(t, fresh().scenarioError(7), "no violations, no error (not a typed nil)")
+}
+
+// TestScenarioDivergedReshareNotRetried injects a resharing whose members
+// disagree into a scenario run with liveness retries on: it must fail on
+// its first try as an era (safety) violation. The control, a resharing
+// that ran out of time, is a liveness failure that a retry may take.
+func TestScenarioDivergedReshareNotRetried(t *testing.T) {
+	const seed = 166 // a reshare seed (scenarioKindSeeds)
+	scale := 1
+	if raceEnabled() {
+		scale = 3
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(scale)*4*time.Minute)
+	defer cancel()
+	var calls atomic.Int32
+	failWith := func(err error) reshareFunc {
+		return func(context.Context, string, *Keys, DKGOptions) (*Keys, error) {
+			calls.Add(1)
+			return nil, err
+		}
+	}
+	timedOut := fmt.Errorf("member 4: %w", &dkg.QuorumError{Msg: "3 of 4 new members answered, need t=3", Silent: []string{"node2"}})
+	diverged := errors.Join(timedOut, fmt.Errorf("member 2: %w: only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3", dkg.ErrDiverged))
+
+	rep, again, err := runScenarioRetrying(ctx, t, seed, ScenarioConfig{TimeScale: scale, reshare: failWith(diverged)}, true)
+	require.NotEmpty(t, rep.Reshare, "seed %d reshares", seed)
+	require.False(t, again, "a diverged resharing is not retried")
+	require.EqualValues(t, 1, calls.Load())
+	var se *ScenarioError
+	require.ErrorAs(t, err, &se)
+	require.True(t, se.Safety(), "%v", err)
+	require.Contains(t, err.Error(), "era: the resharing failed")
+	require.Contains(t, err.Error(), dkg.ErrDiverged.Error())
+
+	// Control: a resharing that only ran out of time is liveness.
+	calls.Store(0)
+	_, err = RunScenario(ctx, seed, ScenarioConfig{Dir: t.TempDir(), Logf: t.Logf, TimeScale: scale, reshare: failWith(timedOut)})
+	require.EqualValues(t, 1, calls.Load())
+	require.True(t, livenessOnly(err), "%v", err)
+	require.Contains(t, err.Error(), "liveness: the resharing ran out of time")
 }
 
 // leakyStore is a broken barrier store: it admits every epoch and sets the

@@ -45,12 +45,24 @@ func TestCompletionCoversCommands(t *testing.T) {
 	}
 }
 
+// findShell returns the path of shell. Without it the test skips, or
+// fails when PALISADE_REQUIRE_SHELLS is set (as .ci/run sets it, having
+// installed zsh): CI never skips a completion test silently.
+func findShell(t *testing.T, shell string) string {
+	t.Helper()
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		if os.Getenv("PALISADE_REQUIRE_SHELLS") != "" {
+			t.Fatalf("%s is required (PALISADE_REQUIRE_SHELLS is set): %v", shell, err)
+		}
+		t.Skipf("no %s here; the script itself is checked by TestCompletionCoversCommands", shell)
+	}
+	return path
+}
+
 // TestBashCompletion completes command lines in bash with the script.
 func TestBashCompletion(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash here; the script itself is checked by TestCompletionCoversCommands")
-	}
+	bash := findShell(t, "bash")
 	script := completionScript(t, "bash")
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cluster.json"), nil, 0o644))
@@ -86,10 +98,7 @@ func TestBashCompletion(t *testing.T) {
 
 // TestZshCompletion loads the script in zsh's completion system.
 func TestZshCompletion(t *testing.T) {
-	zsh, err := exec.LookPath("zsh")
-	if err != nil {
-		t.Skip("no zsh here; the script itself is checked by TestCompletionCoversCommands")
-	}
+	zsh := findShell(t, "zsh")
 	script := completionScript(t, "zsh")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

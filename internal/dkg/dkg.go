@@ -64,7 +64,8 @@ var (
 	// inconsistent.
 	ErrBadMemberList = errors.New("dkg: bad member list")
 	// ErrTooFewMembers reports a ceremony that cannot complete because too
-	// many members stayed silent or misbehaved; the message names them.
+	// many members stayed silent or misbehaved; the message names them,
+	// and the error is a *QuorumError that tells the two apart.
 	ErrTooFewMembers = errors.New("dkg: too few members took part")
 	// ErrDiverged reports members that ended with different views of the
 	// ceremony (another member list, key set or cluster.json).
@@ -220,6 +221,7 @@ type runner struct {
 	// peer; within one reply, past maxRefused refused items the rest of
 	// the reply is skipped).
 	refused    map[peer.ID]int
+	wrong      map[peer.ID]bool // answered from another ceremony or key set
 	complaints [][]byte // this member's complaints about missing deals
 	complDone  bool
 	hash       *[32]byte
@@ -309,7 +311,7 @@ func newRunner(cfg Config) (*runner, error) {
 	}
 	r := &runner{cfg: cfg, self: self, out: cfg.Progress, byID: map[peer.ID]*participant{},
 		keys: map[peer.ID]keyRecord{}, deals: map[peer.ID][]byte{}, responses: map[slot][][]byte{},
-		justifs: map[slot][][]byte{}, stored: map[[32]byte]bool{}, refused: map[peer.ID]int{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
+		justifs: map[slot][][]byte{}, stored: map[[32]byte]bool{}, refused: map[peer.ID]int{}, wrong: map[peer.ID]bool{}, hashFetch: map[peer.ID]bool{}, justFetch: map[peer.ID]bool{}}
 	add := func(id string, oldIdx, newIdx int, addrs []string) error {
 		pid, err := peer.Decode(id)
 		if err != nil {
@@ -519,7 +521,7 @@ func (r *runner) keysPhase(ctx context.Context) ([]*participant, *Result, error)
 		q.oldN, q.oldT = oc.Key.N(), oc.Key.Threshold()
 	}
 	if err := q.enough(present, silent); err != nil {
-		return nil, nil, err
+		return nil, nil, r.withRefused(err)
 	}
 	return present, res, nil
 }
@@ -599,6 +601,9 @@ func (r *runner) fetchDeal(ctx context.Context, cd *cdkg.DKG, p *participant) (d
 	resp, err := cd.ProcessDeal(payload)
 	if err != nil {
 		r.printf("dkg: deal from %s refused: %v", p, err)
+		r.mu.Lock()
+		r.refused[p.id]++
+		r.mu.Unlock()
 		return true, false
 	}
 	r.mu.Lock()
@@ -707,7 +712,7 @@ func (r *runner) finish(ctx context.Context, ps []*participant, fetched map[peer
 func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*participant, res *Result) (*Result, error) {
 	sh, gk, err := cd.Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v; excluded dealers: %s; silent: %s", ErrTooFewMembers, err, orNone(res.Excluded), orNone(res.Silent))
+		return nil, r.quorumError(fmt.Sprintf("%v; excluded dealers: %s; silent: %s", err, orNone(res.Excluded), orNone(res.Silent)), append(slices.Clone(res.Silent), res.Excluded...))
 	}
 	cf, err := r.clusterFile(gk)
 	if err != nil {
@@ -739,7 +744,7 @@ func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*partici
 	}
 	agree, differ, err := agreement(hash, newOthers, hashes, r.cfg.Members.T())
 	if err != nil {
-		return nil, err
+		return nil, r.withRefused(err)
 	}
 	if len(differ) > 0 {
 		// t members (f+1 of them honest) agree: the others are faulty or
@@ -784,6 +789,34 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, ", ")
+}
+
+// quorumError is the QuorumError of a missed quorum (msg) with the silent
+// members named, and every member this one refused anything from or that
+// answered from another ceremony during the ceremony.
+func (r *runner) quorumError(msg string, silent []string) error {
+	return r.withRefused(&QuorumError{Msg: msg, Silent: silent})
+}
+
+// withRefused adds to a QuorumError the members this one refused
+// anything from and those that answered from another ceremony or key
+// set; other errors pass unchanged.
+func (r *runner) withRefused(err error) error {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.parts {
+		if r.refused[p.id] > 0 {
+			qe.Refused = append(qe.Refused, p.String())
+		}
+		if r.wrong[p.id] {
+			qe.Other = append(qe.Other, p.String())
+		}
+	}
+	return err
 }
 
 // present splits participants into those whose key we hold and the silent.

@@ -215,6 +215,12 @@ func TestOtherMemberListRefused(t *testing.T) {
 	}
 	wg.Wait()
 	require.ErrorIs(t, errs[3], ErrTooFewMembers)
+	// Not a timing failure: the others answered, from their ceremony.
+	var qe *QuorumError
+	require.ErrorAs(t, errs[3], &qe)
+	require.False(t, qe.TimedOut(), "%v", errs[3])
+	require.Len(t, qe.Other, 3, "%v", errs[3])
+	require.Contains(t, errs[3].Error(), "in another ceremony or key set: ")
 	require.Contains(t, outs[0].String(), "another ceremony")
 	// The three that agree still complete (f = 1 misbehaving member).
 	for i := range 3 {

@@ -83,6 +83,9 @@ func (r *runner) fetch(ctx context.Context, p *participant, kind uint8) (uint8, 
 	}
 	if reply[0] == statusWrong {
 		r.printf("dkg: %s is in another ceremony or has another key set: %s", p, string(reply[1:min(len(reply), 200)]))
+		r.mu.Lock()
+		r.wrong[p.id] = true
+		r.mu.Unlock()
 	}
 	return reply[0], reply[1:]
 }

@@ -149,10 +149,10 @@ func (q quorum) enough(present, silent []*participant) error {
 		names[i] = p.String()
 	}
 	if newN < q.newT {
-		return fmt.Errorf("%w: %d of %d new members answered, need t=%d; silent: %s", ErrTooFewMembers, newN, q.newN, q.newT, orNone(names))
+		return &QuorumError{Msg: fmt.Sprintf("%d of %d new members answered, need t=%d; silent: %s", newN, q.newN, q.newT, orNone(names)), Silent: names}
 	}
 	if q.oldT > 0 && oldN < q.oldT {
-		return fmt.Errorf("%w: %d of %d old members answered, need their old t=%d; silent: %s", ErrTooFewMembers, oldN, q.oldN, q.oldT, orNone(names))
+		return &QuorumError{Msg: fmt.Sprintf("%d of %d old members answered, need their old t=%d; silent: %s", oldN, q.oldN, q.oldT, orNone(names)), Silent: names}
 	}
 	return nil
 }
@@ -224,6 +224,7 @@ func sessionsOf(responses map[slot][][]byte, d uint32, perSlot int) [][]byte {
 // with any of them diverged, otherwise too few members answered.
 func agreement(own [32]byte, others []*participant, hashes map[peer.ID][32]byte, t int) (agree int, differ []string, err error) {
 	agree = 1
+	var silent []string
 	for _, p := range others {
 		if h, ok := hashes[p.id]; ok {
 			if h == own {
@@ -231,6 +232,8 @@ func agreement(own [32]byte, others []*participant, hashes map[peer.ID][32]byte,
 			} else {
 				differ = append(differ, p.String())
 			}
+		} else {
+			silent = append(silent, p.String())
 		}
 	}
 	if agree >= t {
@@ -239,8 +242,50 @@ func agreement(own [32]byte, others []*participant, hashes map[peer.ID][32]byte,
 	if len(differ) > 0 {
 		return agree, differ, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", ErrDiverged, agree, own[:8], t, strings.Join(differ, ", "))
 	}
-	return agree, differ, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d", ErrTooFewMembers, agree, own[:8], t)
+	return agree, differ, &QuorumError{Msg: fmt.Sprintf("only %d members confirmed cluster.json hash %x, need %d; silent: %s", agree, own[:8], t, orNone(silent)), Silent: silent}
 }
+
+// QuorumError is the error of a ceremony that ended with too few members
+// (errors.Is ErrTooFewMembers). It tells why they were too few: Silent
+// names the members not heard from before a phase's deadline (no
+// ceremony key, no deal or justification, no hash); Refused those that
+// sent this member something it refused during the ceremony (a bad
+// signature, a deal that did not open, a forged or malformed item);
+// Other those that answered from another ceremony or another key set. A
+// ceremony that failed with neither Refused nor Other ran out of time:
+// run it again and it may succeed. Otherwise it met a faulty member, a
+// member with another view of the ceremony, or a bug.
+type QuorumError struct {
+	// Msg says which quorum was missed, and by how much.
+	Msg string
+	// Silent lists the members that were not heard from in time.
+	Silent []string
+	// Refused lists the members that sent something refused.
+	Refused []string
+	// Other lists the members that answered from another ceremony or
+	// another key set.
+	Other []string
+}
+
+// Error names the missed quorum, the silent members and the refused ones.
+func (e *QuorumError) Error() string {
+	s := ErrTooFewMembers.Error() + ": " + e.Msg
+	if len(e.Refused) > 0 {
+		s += "; refused items from: " + strings.Join(e.Refused, ", ")
+	}
+	if len(e.Other) > 0 {
+		s += "; in another ceremony or key set: " + strings.Join(e.Other, ", ")
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrTooFewMembers) true.
+func (e *QuorumError) Is(target error) bool { return target == ErrTooFewMembers }
+
+// TimedOut reports whether the ceremony failed only for lack of time:
+// too few members were heard from before a deadline, none of those heard
+// sent anything refused, and none answered from another ceremony.
+func (e *QuorumError) TimedOut() bool { return len(e.Refused) == 0 && len(e.Other) == 0 }
 
 // ceremonyState is the crash-state file.
 type ceremonyState struct {
