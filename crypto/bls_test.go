@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	xbn256 "golang.org/x/crypto/bn256"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json")
@@ -51,7 +53,13 @@ type golden struct {
 }
 
 // TestGolden pins the byte-level output of dealing, signing and combining, so
-// that a dependency upgrade cannot silently change what verifies.
+// that a dependency upgrade cannot silently change what verifies. It checks
+// nothing independently: testdata/golden.json is written by this same code
+// (go test -run TestGolden -update), so it only guards against unintended
+// change. TestGoldenOtherImplementation checks the pinned values with
+// golang.org/x/crypto/bn256 and a hash-to-G1 of its own, and the verifier
+// package's TestTokenVectorsOtherImplementation does the same for the token
+// vectors (verifier/testdata/vectors).
 func TestGolden(t *testing.T) {
 	gk, shares := deal(t, 4)
 	msg := []byte("palisade golden vector")
@@ -92,6 +100,69 @@ func TestGolden(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, gk2.Verify([]byte(want.Message), s))
 	require.NoError(t, gk2.PublicKey().Verify([]byte(want.Message), s))
+}
+
+// TestGoldenOtherImplementation checks testdata/golden.json without this
+// package: with golang.org/x/crypto/bn256 (the original of kyber's bn256:
+// same curve and point encodings) and hash-to-G1 as docs/token-format.md
+// specifies it, in math/big. Every partial verifies under its share's
+// public key, the sum of commitment j times index^j, and the signature
+// under the group key, the first commitment. BLS signatures are unique, so
+// this also checks the combination.
+func TestGoldenOtherImplementation(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
+	require.NoError(t, err)
+	var g golden
+	require.NoError(t, json.Unmarshal(b, &g))
+	require.True(t, len(g.Commitments) == g.T && len(g.Partials) == g.N)
+	mustHex := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		require.NoError(t, err)
+		return b
+	}
+	var commits []*xbn256.G2
+	for i, c := range g.Commitments {
+		pt, ok := new(xbn256.G2).Unmarshal(mustHex(c))
+		require.True(t, ok, "commitment %d", i)
+		commits = append(commits, pt)
+	}
+	hm, ok := new(xbn256.G1).Unmarshal(specHashToG1(append([]byte("palisade/bls-bn256/v1\x00"), g.Message...)))
+	require.True(t, ok)
+	g2 := new(xbn256.G2).ScalarBaseMult(big.NewInt(1))
+	verifies := func(pk *xbn256.G2, sig []byte) bool {
+		s, ok := new(xbn256.G1).Unmarshal(sig)
+		return ok && bytes.Equal(xbn256.Pair(hm, pk).Marshal(), xbn256.Pair(s, g2).Marshal())
+	}
+	for i, p := range g.Partials {
+		raw := mustHex(p)
+		require.Equal(t, i+1, int(raw[0])<<8|int(raw[1]), "partial %d index", i)
+		pk, x := commits[0], big.NewInt(int64(i+1))
+		for j, xj := 1, new(big.Int).Set(x); j < len(commits); j, xj = j+1, xj.Mul(xj, x) {
+			pk = new(xbn256.G2).Add(pk, new(xbn256.G2).ScalarMult(commits[j], xj))
+		}
+		require.True(t, verifies(pk, raw[2:]), "partial %d: e(H(m), PK_i) == e(sig_i, g2)", i+1)
+	}
+	require.True(t, verifies(commits[0], mustHex(g.Signature)), "e(H(m), PK) == e(sig, g2)")
+}
+
+// specHashToG1 is hash-to-G1 as docs/token-format.md specifies it, with
+// math/big alone (a copy of the verifier tests' own): x = SHA-256(m) mod p,
+// incremented until x^3 + 3 is a square mod p; y = (x^3 + 3)^((p+1)/4).
+func specHashToG1(m []byte) []byte {
+	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
+	h := sha256.Sum256(m)
+	x := new(big.Int).Mod(new(big.Int).SetBytes(h[:]), p)
+	exp := new(big.Int).Rsh(new(big.Int).Add(p, big.NewInt(1)), 2)
+	for ; ; x.Add(x, big.NewInt(1)) {
+		t := new(big.Int).Exp(x, big.NewInt(3), p)
+		t.Add(t, big.NewInt(3)).Mod(t, p)
+		if y := new(big.Int).Exp(t, exp, p); new(big.Int).Exp(y, big.NewInt(2), p).Cmp(t) == 0 {
+			out := make([]byte, 64)
+			x.FillBytes(out[:32])
+			y.FillBytes(out[32:])
+			return out
+		}
+	}
 }
 
 func TestCombineAnyQuorumGivesSameSignature(t *testing.T) {

@@ -706,14 +706,14 @@ func TestRenew(t *testing.T) {
 	}
 }
 
-// TestRenewExpiredLeaseIsNoLease: renewing a lease that has lapsed must be
-// refused with CodeNoLease ("lease expired or superseded"), as the
-// `!n.Lease.Active(now)` branch of Renew intends.
+// TestRenewExpiredLeaseIsNoLease: renewing a lease that has lapsed is
+// refused with CodeNoLease ("lease expired or superseded"), not
+// CodeNotHolder, and the lapsed lease is cleared.
 //
-// BUG (state.go, Rules.Renew): o.expire(now) runs before the switch and
-// clears the lapsed lease, so the holder check sees Holder "" and every
-// expired lease is refused with CodeNotHolder; the CodeNoLease branch for
-// expiry is dead code. Fix: take the lease before expire and test that:
+// Regression test: Rules.Renew used to run o.expire(now) before judging,
+// so the holder check saw the cleared lease (Holder "") and refused every
+// expired lease with CodeNotHolder, leaving the expiry branch dead. Renew
+// now judges the lease as it was before expiry clears it:
 //
 //	l := rec.Lease
 //	o.expire(now)
@@ -723,8 +723,6 @@ func TestRenew(t *testing.T) {
 //	case !l.Committed || !l.Active(now):
 //		return o.refuse(protocol.CodeNoLease, ...)
 //	}
-//
-// This test fails until that is fixed.
 func TestRenewExpiredLeaseIsNoLease(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -739,13 +737,11 @@ func TestRenewExpiredLeaseIsNoLease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := stateRules.Renew(tt.rec, alice, 5, 0, tt.now)
-			// These hold today:
 			require.Equal(t, protocol.KindRefuse, o.Kind)
 			require.True(t, o.Changed)
 			require.Equal(t, Lease{}, o.Next.Lease, "the lapsed lease is cleared")
 			require.Equal(t, tt.audit, stateKinds(o.Audit))
-			// BUG: this fails, Code is CodeNotHolder.
-			require.Equal(t, protocol.CodeNoLease, o.Code, "BUG in Rules.Renew: expired lease refused as %v (%q), want CodeNoLease", o.Code, o.Message)
+			require.Equal(t, protocol.CodeNoLease, o.Code, "Rules.Renew refused an expired lease as %v (%q), want CodeNoLease", o.Code, o.Message)
 		})
 	}
 }
