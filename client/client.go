@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
@@ -128,6 +129,9 @@ type Client struct {
 	// the holder identity is the unit of exclusion, so two Acquires of one
 	// client must not both get the (same) token.
 	held map[string]chan struct{}
+	// waitingLocally counts the Acquire calls waiting for a slot in held
+	// (see WaitingLocally).
+	waitingLocally atomic.Int32
 	// myVotes are the votes this client received (per resource, its last
 	// round's); evidence is the evidence of equivocation it found.
 	myVotes  map[string]map[int]protocol.SignedVote
@@ -337,6 +341,11 @@ func (c *Client) options(resource string, opts []Option) (acquireOptions, error)
 	return o, nil
 }
 
+// WaitingLocally is how many Acquire calls of this client are waiting
+// for a lock this same client holds or is acquiring (one Lock per
+// resource per client): they ask no node until it is released.
+func (c *Client) WaitingLocally() int { return int(c.waitingLocally.Load()) }
+
 // lock takes this client's slot for resource and acquires it, waiting
 // (Acquire) or not (TryAcquire).
 func (c *Client) lock(ctx context.Context, resource string, o acquireOptions, wait bool) (*Lock, error) {
@@ -349,11 +358,15 @@ func (c *Client) lock(ctx context.Context, resource string, o acquireOptions, wa
 		if !wait {
 			return nil, fmt.Errorf("client: acquire %q: %w", resource, ErrHeldLocally)
 		}
+		c.waitingLocally.Add(1)
 		select {
 		case slot <- struct{}{}:
+			c.waitingLocally.Add(-1)
 		case <-ctx.Done():
+			c.waitingLocally.Add(-1)
 			return nil, fmt.Errorf("client: acquire %q: %w (this client holds it)", resource, ctx.Err())
 		case <-c.ctx.Done():
+			c.waitingLocally.Add(-1)
 			return nil, ErrClosed
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -261,21 +262,38 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	a, b := lc.everything, lc.ordersOnly
 	ha, hb := limitsHolder(a.String()), protocol.Holder{ID: b.String(), Session: protocol.SessionID{9}}
 	const res = "orders-2"
-	waitOn := func(res string, from peer.ID, h protocol.Holder) <-chan protocol.WaitReply {
-		out := make(chan protocol.WaitReply, 1)
+	// A long poll runs in its own goroutine, which only sends its outcome
+	// back: the assertions run here, on the test goroutine.
+	type polledReply struct {
+		r   protocol.WaitReply
+		err error
+	}
+	waitOn := func(res string, from peer.ID, h protocol.Holder) <-chan polledReply {
+		out := make(chan polledReply, 1)
 		go func() {
 			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: h.Session, MaxWait: 3 * time.Second}
-			r, err := protocol.UnmarshalWaitReply(d.call(from, protocol.ProtoWait, req.Marshal()))
-			require.NoError(t, err)
-			out <- r
+			b, err := d.n.serve(context.Background(), protocol.ProtoWait, from, req.Marshal())
+			var r protocol.WaitReply
+			if err == nil {
+				r, err = protocol.UnmarshalWaitReply(b)
+			}
+			out <- polledReply{r, err}
 		}()
 		return out
 	}
-	wait := func(from peer.ID, h protocol.Holder) <-chan protocol.WaitReply { return waitOn(res, from, h) }
+	wait := func(from peer.ID, h protocol.Holder) <-chan polledReply { return waitOn(res, from, h) }
+	// answered is the poll's reply, asserted here; testwait.HangCeiling only stops
+	// a poll that never returns from hanging the test.
+	answered := func(polled <-chan polledReply) protocol.WaitReply {
+		t.Helper()
+		p := testwait.Recv(t, polled, testwait.HangCeiling, "the Wait long poll")
+		require.NoError(t, p.err)
+		return p.r
+	}
 
 	// Nobody holds a resource: the poll says free at once (and holds it
 	// for the waiter: a's Acquire there is queued).
-	r := <-waitOn("orders-other", b, hb)
+	r := answered(waitOn("orders-other", b, hb))
 	require.True(t, r.Free)
 	require.Equal(t, protocol.KindQueued, d.acquire(a, ha, "orders-other", 1).Kind)
 
@@ -287,12 +305,12 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	polled := wait(b, hb)
 	require.Eventually(t, func() bool { return d.n.QueueStats().Waiters == 2 }, 5*time.Second, time.Millisecond)
 	select {
-	case r := <-polled:
-		t.Fatalf("poll answered while the lease lives: %+v", r)
+	case p := <-polled:
+		t.Fatalf("poll answered while the lease lives: %+v (err %v)", p.r, p.err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	require.Equal(t, protocol.CodeOK, d.release(a, tok).Code)
-	r = <-polled
+	r = answered(polled)
 	require.True(t, r.Free, "the release wakes the waiter")
 	require.EqualValues(t, 1, r.LastEpoch)
 
@@ -309,7 +327,7 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 
 	// A waiter that does not come for its turn loses it after ReserveFor.
 	hc := protocol.Holder{ID: b.String(), Session: protocol.SessionID{10}}
-	r = <-wait(b, hc)
+	r = answered(wait(b, hc))
 	require.True(t, r.Free)
 	ha2 := protocol.Holder{ID: a.String(), Session: protocol.SessionID{11}}
 	require.Equal(t, protocol.KindQueued, d.acquire(a, ha2, res, 3).Kind)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
@@ -33,7 +34,10 @@ import (
 // token clients get and every write they make to the guarded resource, and
 // checks S1 (one holder per resource and epoch), S4 (every admitted write
 // is at or above the barrier; the barrier never decreases) and, at the end,
-// S5 on the honest nodes.
+// S5 on the honest nodes. Its lock and write run on clients' goroutines
+// too, so they only record what they find; report, on the test goroutine,
+// fails the test with it (checkS5 reports first, and a cleanup reports
+// what is left).
 type byzOracle struct {
 	t     *testing.T
 	nw    *Network
@@ -48,14 +52,41 @@ type byzOracle struct {
 	tokens   int
 	admitted int
 	stale    int
+
+	// fmu guards failures alone: write records them while the fence's
+	// store holds its lock, and takes mu after the store's.
+	fmu      sync.Mutex
+	failures []string
 }
 
 func newByzOracle(t *testing.T, nw *Network, byz []int) *byzOracle {
 	store := verifier.NewMemoryStore()
 	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	v := verifier.New(nw.Keys.Cluster)
-	return &byzOracle{t: t, nw: nw, v: v, store: store, fence: verifier.NewFence(v, store), byz: byz,
+	o := &byzOracle{t: t, nw: nw, v: v, store: store, fence: verifier.NewFence(v, store), byz: byz,
 		holders: map[string]protocol.Holder{}, barriers: map[string]uint64{}}
+	t.Cleanup(o.report)
+	return o
+}
+
+// fail records a violation for report; any goroutine may call it.
+func (o *byzOracle) fail(format string, args ...any) {
+	o.fmu.Lock()
+	defer o.fmu.Unlock()
+	o.failures = append(o.failures, fmt.Sprintf(format, args...))
+}
+
+// report fails the test with every violation recorded since the last
+// report. Only the test goroutine calls it.
+func (o *byzOracle) report() {
+	o.t.Helper()
+	o.fmu.Lock()
+	fs := o.failures
+	o.failures = nil
+	o.fmu.Unlock()
+	for _, f := range fs {
+		o.t.Error(f)
+	}
 }
 
 // lock records a lock's token: it verifies, it is the only holder of its
@@ -63,18 +94,18 @@ func newByzOracle(t *testing.T, nw *Network, byz []int) *byzOracle {
 func (o *byzOracle) lock(l *client.Lock) {
 	tok := l.Token()
 	if err := o.v.VerifyFor(tok, tok.Resource); err != nil {
-		o.t.Errorf("token %s/%d does not verify: %v", tok.Resource, tok.Epoch, err)
+		o.fail("token %s/%d does not verify: %v", tok.Resource, tok.Epoch, err)
 	}
 	for _, s := range l.Suspects() {
 		if !slices.Contains(o.byz, s) {
-			o.t.Errorf("lock on %s/%d suspects honest node %d (Byzantine: %v)", tok.Resource, tok.Epoch, s, o.byz)
+			o.fail("lock on %s/%d suspects honest node %d (Byzantine: %v)", tok.Resource, tok.Epoch, s, o.byz)
 		}
 	}
 	key := fmt.Sprintf("%s/%d", tok.Resource, tok.Epoch)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if h, ok := o.holders[key]; ok && h != tok.Holder {
-		o.t.Errorf("S1 violated: %s held by %s and %s", key, h, tok.Holder)
+		o.fail("S1 violated: %s held by %s and %s", key, h, tok.Holder)
 	}
 	o.holders[key] = tok.Holder
 	o.tokens++
@@ -94,7 +125,7 @@ func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
 			var last uint64
 			_, _ = fmt.Sscan(string(prev), &last)
 			if tok.Epoch < last {
-				o.t.Errorf("S4 violated: write at epoch %d admitted after epoch %d", tok.Epoch, last)
+				o.fail("S4 violated: write at epoch %d admitted after epoch %d", tok.Epoch, last)
 			}
 		}
 		if err := tx.Put("epoch", []byte(fmt.Sprint(tok.Epoch))); err != nil {
@@ -106,10 +137,10 @@ func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
 	defer o.mu.Unlock()
 	b, ok, berr := o.store.Barrier(ctx, tok.Resource)
 	if berr != nil {
-		o.t.Errorf("barrier of %q: %v", tok.Resource, berr)
+		o.fail("barrier of %q: %v", tok.Resource, berr)
 	}
 	if ok && b < o.barriers[tok.Resource] {
-		o.t.Errorf("S4 violated: barrier of %q went down from %d to %d", tok.Resource, o.barriers[tok.Resource], b)
+		o.fail("S4 violated: barrier of %q went down from %d to %d", tok.Resource, o.barriers[tok.Resource], b)
 	}
 	if ok {
 		o.barriers[tok.Resource] = b
@@ -118,7 +149,7 @@ func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
 	case err == nil:
 		o.admitted++
 		if !ok || b < tok.Epoch {
-			o.t.Errorf("S4 violated: write at epoch %d admitted but barrier is %d", tok.Epoch, b)
+			o.fail("S4 violated: write at epoch %d admitted but barrier is %d", tok.Epoch, b)
 		}
 	case errors.Is(err, verifier.ErrStale):
 		o.stale++
@@ -129,6 +160,8 @@ func (o *byzOracle) write(ctx context.Context, tok protocol.Token) error {
 // checkS5 asserts that no honest node's epoch for a resource is more than
 // MaxEpochStep above the highest certified epoch it knows.
 func (o *byzOracle) checkS5(resources ...string) {
+	o.t.Helper()
+	o.report()
 	ctx := context.Background()
 	step := byzStep(o.nw)
 	for _, m := range o.nw.Members {
@@ -207,45 +240,58 @@ func byzWorkload(t *testing.T, n int, mk func() Behaviour, cfg client.Config) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 2 * time.Second
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	acquired := 0
+	// Each client's goroutine sends back what it did; the test goroutine
+	// asserts (the oracle records, see byzOracle).
+	type clientRun struct {
+		acquired int
+		errs     []string // failures
+		notes    []string // logged only
+	}
+	runs := make(chan clientRun, clients)
 	for i := 0; i < clients; i++ {
 		c := newClient(t, nw, i, cfg)
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			var run clientRun
+			defer func() { runs <- run }()
 			var prev *protocol.Token
 			for r := 0; r < rounds; r++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				l, err := acquireWait(ctx, c, 25*time.Second, resource, client.WithTTL(10*time.Second))
 				if err != nil {
 					cancel()
-					t.Errorf("client %d round %d: %v", i, r, err)
+					run.errs = append(run.errs, fmt.Sprintf("client %d round %d: %v", i, r, err))
 					return
 				}
 				o.lock(l)
 				tok := l.Token()
 				if err := o.write(ctx, tok); err != nil {
-					t.Errorf("client %d: the holder's own write at epoch %d was refused: %v", i, tok.Epoch, err)
+					run.errs = append(run.errs, fmt.Sprintf("client %d: the holder's own write at epoch %d was refused: %v", i, tok.Epoch, err))
 				}
 				if prev != nil {
 					if err := o.write(ctx, *prev); err != nil && !errors.Is(err, verifier.ErrStale) {
-						t.Errorf("client %d: old token: want admitted or ErrStale, got %v", i, err)
+						run.errs = append(run.errs, fmt.Sprintf("client %d: old token: want admitted or ErrStale, got %v", i, err))
 					}
 				}
 				prev = &tok
-				mu.Lock()
-				acquired++
-				mu.Unlock()
+				run.acquired++
 				if err := l.Release(ctx); err != nil {
-					t.Logf("client %d: release: %v", i, err) // liveness only
+					run.notes = append(run.notes, fmt.Sprintf("client %d: release: %v", i, err)) // liveness only
 				}
 				cancel()
 			}
 		}()
 	}
-	wg.Wait()
+	acquired := 0
+	for _, run := range testwait.RecvAll(t, runs, clients, rounds*30*time.Second+testwait.HangCeiling, "the clients' runs") {
+		for _, n := range run.notes {
+			t.Log(n)
+		}
+		for _, e := range run.errs {
+			t.Error(e)
+		}
+		acquired += run.acquired
+	}
+	o.report()
 	require.Equal(t, clients*rounds, acquired, "every client acquired every round")
 	require.Len(t, o.holders, clients*rounds, "every token has its own epoch")
 	o.checkS5(resource)
@@ -395,15 +441,24 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 		require.ErrorIs(t, err, crypto.ErrNotEnoughPartials)
 
 		// Through the client, B waits for A and gets a later epoch.
-		done := make(chan *client.Lock, 1)
+		type acquired struct {
+			l   *client.Lock
+			err error
+		}
+		done := make(chan acquired, 1)
 		go func() {
 			l, err := acquireWait(ctx, cB, 15*time.Second, "eq")
-			assertNoErr(t, err)
-			done <- l
+			done <- acquired{l, err}
 		}()
-		time.Sleep(100 * time.Millisecond)
+		// B's Acquire finds A's lease and waits by push handoff: it joins
+		// every member's wait queue (the equivocators pass Wait on to the
+		// honest node), where nothing else waits in this test. Release only
+		// once t members queue it, so the release comes after the wait.
+		requireWaitersQueued(t, nw, th, "B's waiting Acquire")
 		require.NoError(t, lA.Release(ctx))
-		lB := <-done
+		b := testwait.Recv(t, done, testwait.HangCeiling, "B's waiting Acquire")
+		assertNoErr(t, b.err)
+		lB := b.l
 		require.NotNil(t, lB)
 		verify(t, nw, lB.Token())
 		require.Greater(t, lB.Epoch(), e)
@@ -729,13 +784,17 @@ func TestOversizedRequestFramesRefusedByHonestNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	protos := []string{protocol.ProtoStatus, protocol.ProtoAcquire, protocol.ProtoCommit, protocol.ProtoRelease}
-	var wg sync.WaitGroup
+	// Each attack's goroutine sends back what the node answered ("" for
+	// nothing); the test goroutine asserts.
+	answers := make(chan string, 4*len(badFrames())*len(protos))
+	sent := 0
 	for i := 1; i <= 4; i++ {
 		for name, frame := range badFrames() {
 			for _, proto := range protos {
-				wg.Add(1)
+				sent++
 				go func() {
-					defer wg.Done()
+					answered := ""
+					defer func() { answers <- answered }()
 					sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 					defer scancel()
 					s, err := open(sctx, i, proto)
@@ -747,13 +806,17 @@ func TestOversizedRequestFramesRefusedByHonestNode(t *testing.T) {
 					_, _ = s.Write(frame)
 					_ = s.CloseWrite()
 					if b, err := protocol.ReadFrame(s, protocol.MaxFrameSize); err == nil {
-						t.Errorf("node %d answered %q on %s with %d bytes", i, name, proto, len(b))
+						answered = fmt.Sprintf("node %d answered %q on %s with %d bytes", i, name, proto, len(b))
 					}
 				}()
 			}
 		}
 	}
-	wg.Wait()
+	for _, a := range testwait.RecvAll(t, answers, sent, 2*testwait.HangCeiling, "the bad frames' streams") {
+		if a != "" {
+			t.Error(a)
+		}
+	}
 	require.NoError(t, ctx.Err(), "every bad frame was refused before the deadline")
 
 	c := newClient(t, nw, 0, client.Config{})

@@ -233,6 +233,7 @@ const (
 	scenarioRequest     = 400 * time.Millisecond // client per-node request timeout
 	scenarioWait        = 2 * time.Second        // per-Acquire wait for a busy resource
 	scenarioHardLimit   = 30 * time.Second       // whole run, setup included
+	scenarioReadLimit   = 10 * time.Second       // the oracle's reading of the nodes, after the run
 	scenarioLiveness    = 5 * time.Second
 	scenarioSlow        = 50 * time.Millisecond // the Slow behaviour's delay
 )

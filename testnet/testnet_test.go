@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	mrand "math/rand"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -89,38 +89,50 @@ func TestS1ConcurrentContendingClients(t *testing.T) {
 	const clients, rounds = 4, 5
 	nw := startNet(t, 4, clients, Options{})
 	resources := []string{"r/a", "r/b"}
-	var mu sync.Mutex
-	seen := map[string]protocol.Holder{} // resource/epoch -> holder
-	tokens := 0
-	var wg sync.WaitGroup
+	// Each client's goroutine sends back the tokens it got and the errors
+	// it met; the test goroutine checks them.
+	type clientRun struct {
+		tokens []protocol.Token
+		errs   []error // an acquire's (it ends the run) and releases'
+	}
+	runs := make(chan clientRun, clients)
 	for i := 0; i < clients; i++ {
 		c := newClient(t, nw, i, client.Config{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			var run clientRun
+			defer func() { runs <- run }()
 			for r := 0; r < rounds; r++ {
 				res := resources[(i+r)%len(resources)]
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				l, err := acquireWait(ctx, c, 20*time.Second, res, client.WithTTL(5*time.Second))
 				cancel()
-				if !assertNoErr(t, err) {
+				if err != nil {
+					run.errs = append(run.errs, err)
 					return
 				}
-				tok := l.Token()
-				verify(t, nw, tok)
-				key := fmt.Sprintf("%s/%d", tok.Resource, tok.Epoch)
-				mu.Lock()
-				if h, ok := seen[key]; ok && h != tok.Holder {
-					t.Errorf("S1 violated: %s held by %s and %s", key, h, tok.Holder)
+				run.tokens = append(run.tokens, l.Token())
+				if err := l.Release(context.Background()); err != nil {
+					run.errs = append(run.errs, err)
 				}
-				seen[key] = tok.Holder
-				tokens++
-				mu.Unlock()
-				assertNoErr(t, l.Release(context.Background()))
 			}
 		}()
 	}
-	wg.Wait()
+	seen := map[string]protocol.Holder{} // resource/epoch -> holder
+	tokens := 0
+	for _, run := range testwait.RecvAll(t, runs, clients, rounds*20*time.Second+testwait.HangCeiling, "the clients' runs") {
+		for _, err := range run.errs {
+			assertNoErr(t, err)
+		}
+		for _, tok := range run.tokens {
+			verify(t, nw, tok)
+			key := fmt.Sprintf("%s/%d", tok.Resource, tok.Epoch)
+			if h, ok := seen[key]; ok && h != tok.Holder {
+				t.Errorf("S1 violated: %s held by %s and %s", key, h, tok.Holder)
+			}
+			seen[key] = tok.Holder
+			tokens++
+		}
+	}
 	require.Equal(t, clients*rounds, tokens, "every client acquired every round")
 	require.Len(t, seen, clients*rounds, "every token has its own (resource, epoch)")
 }
@@ -239,7 +251,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 
 	// Release frees the resource at once.
 	require.NoError(t, l1.Release(ctx))
-	<-l1.Lost()
+	testwait.Recv(t, l1.Lost(), testwait.HangCeiling, "Lost of the released lock")
 	require.NoError(t, l1.Err())
 	l2, err := c2.TryAcquire(ctx, "res", client.WithTTL(ttl))
 	require.NoError(t, err)
@@ -247,7 +259,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 	// A dead holder's lease frees the resource after its TTL: client 2
 	// stops renewing (closed), time passes.
 	require.NoError(t, c2.Close())
-	<-l2.Lost()
+	testwait.Recv(t, l2.Lost(), testwait.HangCeiling, "Lost of the closed client's lock")
 	_, err = c1.TryAcquire(ctx, "res")
 	require.ErrorIs(t, err, client.ErrBusy, "lease still live before the TTL")
 	clock.Advance(ttl + time.Second)
@@ -472,39 +484,45 @@ func TestSameClientTwoAcquiresExclusive(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{})
 	c := newClient(t, nw, 0, client.Config{})
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	results := make([]error, 8)
-	locks := make([]*client.Lock, 8)
-	for i := range results {
-		wg.Add(1)
+	type attempt struct {
+		l   *client.Lock
+		err error
+	}
+	const tries = 8
+	attempts := make(chan attempt, tries)
+	for range tries {
 		go func() {
-			defer wg.Done()
-			locks[i], results[i] = c.TryAcquire(ctx, "res")
+			l, err := c.TryAcquire(ctx, "res")
+			attempts <- attempt{l, err}
 		}()
 	}
-	wg.Wait()
 	var got *client.Lock
-	for i, err := range results {
-		if err == nil {
+	for _, a := range testwait.RecvAll(t, attempts, tries, testwait.HangCeiling, "the TryAcquires") {
+		if a.err == nil {
 			require.Nil(t, got, "two Locks for one client and resource")
-			got = locks[i]
+			got = a.l
 			continue
 		}
-		require.ErrorIs(t, err, client.ErrHeldLocally)
-		require.ErrorIs(t, err, client.ErrBusy)
+		require.ErrorIs(t, a.err, client.ErrHeldLocally)
+		require.ErrorIs(t, a.err, client.ErrBusy)
 	}
 	require.NotNil(t, got)
 
 	// Waiting mode queues behind the held lock and gets a higher epoch.
-	next := make(chan *client.Lock)
+	next := make(chan attempt, 1)
 	go func() {
 		l, err := acquireWait(ctx, c, 10*time.Second, "res")
-		assertNoErr(t, err)
-		next <- l
+		next <- attempt{l, err}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// This client holds the resource, so its second Acquire waits for the
+	// client's own slot for it, asking no node anything until got is
+	// released: no node queues a waiter here. Release only once the
+	// Acquire waits there, so the test exercises the wait.
+	require.Eventually(t, func() bool { return c.WaitingLocally() == 1 }, testwait.HangCeiling, time.Millisecond, "the waiting Acquire")
 	require.NoError(t, got.Release(ctx))
-	l2 := <-next
+	n := testwait.Recv(t, next, testwait.HangCeiling, "the waiting Acquire")
+	assertNoErr(t, n.err)
+	l2 := n.l
 	require.NotNil(t, l2)
 	require.Greater(t, l2.Epoch(), got.Epoch())
 	require.NoError(t, l2.Release(ctx))

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/internal/agent"
+	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/testnet"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -90,12 +92,23 @@ func (e *env) do(method, path, body string, hdr ...string) answer {
 	return do(e.t, e.srv.URL, method, path, body, hdr...)
 }
 
+// do is doErr asserting, on the test goroutine, that the answer is JSON.
 func do(t *testing.T, base, method, path, body string, hdr ...string) answer {
 	t.Helper()
+	a, err := doErr(base, method, path, body, hdr...)
+	require.NoError(t, err)
+	return a
+}
+
+// doErr is do without assertions, for goroutines other than the test's:
+// they send its result back to the test goroutine, which asserts.
+func doErr(base, method, path, body string, hdr ...string) (answer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-	require.NoError(t, err)
+	if err != nil {
+		return answer{}, err
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if strings.EqualFold(hdr[i], "Host") {
 			req.Host = hdr[i+1]
@@ -104,14 +117,47 @@ func do(t *testing.T, base, method, path, body string, hdr ...string) answer {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return answer{}, err
+	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	if err != nil {
+		return answer{}, err
+	}
 	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "body %s", raw)
-	require.NoError(t, json.Unmarshal(raw, &a.body), "body %s", raw)
-	return a
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		return a, fmt.Errorf("Content-Type %q, want application/json; body %s", ct, raw)
+	}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		return a, fmt.Errorf("body %s: %w", raw, err)
+	}
+	return a, nil
+}
+
+// result is an answer (or the error getting it) a goroutine sends back.
+type result struct {
+	answer
+	err error
+}
+
+// goDo sends one request from a new goroutine; its result comes back on
+// the returned channel, for the test goroutine to assert.
+func goDo(base, method, path, body string, hdr ...string) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		a, err := doErr(base, method, path, body, hdr...)
+		out <- result{a, err}
+	}()
+	return out
+}
+
+// answered is the answer a goroutine got, asserted on the test goroutine.
+func answered(t *testing.T, ch <-chan result, what string) answer {
+	t.Helper()
+	r := testwait.Recv(t, ch, testwait.HangCeiling, what)
+	require.NoError(t, r.err, what)
+	return r.answer
 }
 
 // requireError checks an error answer: status, code and a message.
@@ -155,23 +201,18 @@ func TestAcquirePollRelease(t *testing.T) {
 	require.Equal(t, a.str("token"), g.str("token"))
 
 	// A long poll waits until the lock ends.
-	polled := make(chan answer, 1)
-	go func() { polled <- do(t, e.srv.URL, "GET", "/v1/locks/"+id+"?wait=1m", "") }()
+	polled := goDo(e.srv.URL, "GET", "/v1/locks/"+id+"?wait=1m", "")
 	select {
 	case p := <-polled:
-		t.Fatalf("the long poll answered while the lock was held: %s", p.raw)
+		t.Fatalf("the long poll answered while the lock was held: %s (err %v)", p.raw, p.err)
 	case <-time.After(200 * time.Millisecond):
 	}
 	d := e.do("DELETE", "/v1/locks/"+id, "")
 	require.Equal(t, http.StatusOK, d.status, d.raw)
 	require.Equal(t, "released", d.str("state"))
-	select {
-	case p := <-polled:
-		require.Equal(t, http.StatusOK, p.status, p.raw)
-		require.Equal(t, "released", p.str("state"))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the long poll did not end with the release")
-	}
+	p := answered(t, polled, "the long poll did not end with the release")
+	require.Equal(t, http.StatusOK, p.status, p.raw)
+	require.Equal(t, "released", p.str("state"))
 
 	// Released at the cluster: another holder acquires now, not in an hour.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -224,21 +265,18 @@ func TestBusy(t *testing.T) {
 	requireError(t, a, http.StatusConflict, agent.CodeBusy)
 
 	// A waiting acquisition gets the lock once the holder releases.
-	got := make(chan answer, 1)
-	go func() { got <- do(t, e.srv.URL, "POST", "/v1/locks/orders-db", `{"wait": "1m"}`) }()
+	got := goDo(e.srv.URL, "POST", "/v1/locks/orders-db", `{"wait": "1m"}`)
 	select {
-	case a := <-got:
-		t.Fatalf("acquired while held: %s", a.raw)
+	case r := <-got:
+		t.Fatalf("acquired while held: %s (err %v)", r.raw, r.err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	require.NoError(t, other.Release(ctx))
-	select {
-	case a = <-got:
-		require.Equal(t, http.StatusCreated, a.status, a.raw)
-		require.Greater(t, a.epoch(), other.Epoch())
-	case <-time.After(50 * time.Second):
-		t.Fatal("the waiting acquisition did not end")
-	}
+	r := testwait.Recv(t, got, 50*time.Second, "the waiting acquisition did not end")
+	require.NoError(t, r.err)
+	a = r.answer
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	require.Greater(t, a.epoch(), other.Epoch())
 
 	// The agent holds it now: another lock of the same agent is busy.
 	b := e.do("POST", "/v1/locks/orders-db", "")
@@ -335,26 +373,35 @@ func TestLimits(t *testing.T) {
 	requireError(t, e.do("POST", "/v1/locks/r3", ""), http.StatusTooManyRequests, agent.CodeLimit)
 
 	// One poll waits; a second one is refused.
-	polled := make(chan answer, 1)
+	polled := make(chan result, 1)
 	go func() {
 		for {
 			// Until it gets the slot, the checks below may hold it.
-			a := do(t, e.srv.URL, "GET", "/v1/locks/"+a1.str("id")+"?wait=1m", "")
-			if a.status != http.StatusTooManyRequests {
-				polled <- a
+			a, err := doErr(e.srv.URL, "GET", "/v1/locks/"+a1.str("id")+"?wait=1m", "")
+			if err != nil || a.status != http.StatusTooManyRequests {
+				polled <- result{a, err}
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	require.Eventually(t, func() bool {
+	// The second poll is refused once the first one waits. (Polled here,
+	// not in require.Eventually, whose condition runs on another
+	// goroutine: do asserts.)
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		// Until the first poll waits, this one gets the slot for 50ms.
-		a := do(t, e.srv.URL, "GET", "/v1/locks/"+a2.str("id")+"?wait=50ms", "")
-		return a.status == http.StatusTooManyRequests && a.str("code") == string(agent.CodeLimit)
-	}, 30*time.Second, 20*time.Millisecond)
+		a := e.do("GET", "/v1/locks/"+a2.str("id")+"?wait=50ms", "")
+		if a.status == http.StatusTooManyRequests && a.str("code") == string(agent.CodeLimit) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a second waiting poll was never refused: last answer %d %s", a.status, a.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	require.Equal(t, http.StatusOK, e.do("DELETE", "/v1/locks/"+a1.str("id"), "").status)
-	require.Equal(t, "released", (<-polled).str("state"))
+	require.Equal(t, "released", answered(t, polled, "the waiting poll").str("state"))
 	a3 := e.do("POST", "/v1/locks/r3", "")
 	require.Equal(t, http.StatusCreated, a3.status, a3.raw)
 }
@@ -371,12 +418,11 @@ func TestCloseReleasesEveryLock(t *testing.T) {
 		require.Equal(t, http.StatusCreated, a.status, a.raw)
 		ids = append(ids, a.str("id"))
 	}
-	polled := make(chan answer, 1)
-	go func() { polled <- do(t, e.srv.URL, "GET", "/v1/locks/"+ids[0]+"?wait=1m", "") }()
+	polled := goDo(e.srv.URL, "GET", "/v1/locks/"+ids[0]+"?wait=1m", "")
 	time.Sleep(100 * time.Millisecond) // let the poll start waiting (either order passes)
 
 	require.NoError(t, e.agent.Close())
-	require.Equal(t, "released", (<-polled).str("state"))
+	require.Equal(t, "released", answered(t, polled, "the long poll").str("state"))
 	requireError(t, e.do("POST", "/v1/locks/d", ""), http.StatusServiceUnavailable, agent.CodeShuttingDown)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

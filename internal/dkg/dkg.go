@@ -222,7 +222,7 @@ type runner struct {
 	// the reply is skipped).
 	refused    map[peer.ID]int
 	wrong      map[peer.ID]bool // answered from another ceremony or key set
-	complaints [][]byte // this member's complaints about missing deals
+	complaints [][]byte         // this member's complaints about missing deals
 	complDone  bool
 	hash       *[32]byte
 	hashFetch  map[peer.ID]bool
