@@ -227,13 +227,19 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	nw := startNet(t, 4, 2, Options{Clock: clock})
 	ctx := context.Background()
-	c1 := newClient(t, nw, 0, client.Config{Clock: clock})
-	c2 := newClient(t, nw, 1, client.Config{Clock: clock})
+	// Backoff between rounds sleeps on the fake clock too: at most 5 ms,
+	// which tryAcquireFakeClock moves the clock by while a call runs.
+	const backoff = 5 * time.Millisecond
+	c1 := newClient(t, nw, 0, client.Config{Clock: clock, MinBackoff: time.Millisecond, MaxBackoff: backoff})
+	c2 := newClient(t, nw, 1, client.Config{Clock: clock, MinBackoff: time.Millisecond, MaxBackoff: backoff})
 	const ttl = 9 * time.Second
+	try := func(c *client.Client, opts ...client.Option) (*client.Lock, error) {
+		return tryAcquireFakeClock(t, clock, backoff, c, "res", opts...)
+	}
 
 	// Renewal keeps a live holder's lease: advance past several TTLs in
 	// steps, letting renewals run.
-	l1, err := c1.TryAcquire(ctx, "res", client.WithTTL(ttl))
+	l1, err := try(c1, client.WithTTL(ttl))
 	require.NoError(t, err)
 	first := l1.Deadline()
 	for i := 0; i < 6; i++ {
@@ -246,24 +252,24 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 		t.Fatal("a renewed lock was lost")
 	default:
 	}
-	_, err = c2.TryAcquire(ctx, "res")
+	_, err = try(c2)
 	require.ErrorIs(t, err, client.ErrBusy)
 
 	// Release frees the resource at once.
 	require.NoError(t, l1.Release(ctx))
 	testwait.Recv(t, l1.Lost(), testwait.HangCeiling, "Lost of the released lock")
 	require.NoError(t, l1.Err())
-	l2, err := c2.TryAcquire(ctx, "res", client.WithTTL(ttl))
+	l2, err := try(c2, client.WithTTL(ttl))
 	require.NoError(t, err)
 
 	// A dead holder's lease frees the resource after its TTL: client 2
 	// stops renewing (closed), time passes.
 	require.NoError(t, c2.Close())
 	testwait.Recv(t, l2.Lost(), testwait.HangCeiling, "Lost of the closed client's lock")
-	_, err = c1.TryAcquire(ctx, "res")
+	_, err = try(c1)
 	require.ErrorIs(t, err, client.ErrBusy, "lease still live before the TTL")
 	clock.Advance(ttl + time.Second)
-	l3, err := c1.TryAcquire(ctx, "res")
+	l3, err := try(c1)
 	require.NoError(t, err)
 	require.Greater(t, l3.Epoch(), l2.Epoch())
 
@@ -279,6 +285,38 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 		t.Fatal("lock not lost after its deadline passed without renewal")
 	}
 	require.ErrorIs(t, l3.Err(), client.ErrLost)
+}
+
+// tryAcquireFakeClock is TryAcquire of res for a client on a fake clock.
+// A round that must back off (a node that has not yet seen the last
+// release answers stale) sleeps on that clock, and nothing else would
+// move it: while the call runs, the clock moves by step (the client's
+// MaxBackoff) every 10 ms of real time. The tests' leases last seconds,
+// so these steps do not bring any deadline on. The call is bounded by the
+// hang ceiling in real time.
+func tryAcquireFakeClock(t *testing.T, clock *clockwork.FakeClock, step time.Duration, c *client.Client, res string, opts ...client.Option) (*client.Lock, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.HangCeiling)
+	defer cancel()
+	type result struct {
+		l   *client.Lock
+		err error
+	}
+	out := make(chan result, 1)
+	go func() {
+		l, err := c.TryAcquire(ctx, res, opts...)
+		out <- result{l, err}
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-out:
+			return r.l, r.err
+		case <-tick.C:
+			clock.Advance(step)
+		}
+	}
 }
 
 func TestUnauthorisedClientRefused(t *testing.T) {
@@ -534,9 +572,10 @@ func TestLostOnTimeWhileRenewalHangs(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	nw := startNet(t, 4, 1, Options{Clock: clock})
 	ctx := context.Background()
-	c := newClient(t, nw, 0, client.Config{Clock: clock, RequestTimeout: 30 * time.Second})
+	const backoff = 5 * time.Millisecond
+	c := newClient(t, nw, 0, client.Config{Clock: clock, RequestTimeout: 30 * time.Second, MinBackoff: time.Millisecond, MaxBackoff: backoff})
 	const ttl = 9 * time.Second
-	l, err := c.TryAcquire(ctx, "res", client.WithTTL(ttl))
+	l, err := tryAcquireFakeClock(t, clock, backoff, c, "res", client.WithTTL(ttl))
 	require.NoError(t, err)
 	for i := 1; i <= 4; i++ {
 		nw.SetDelay(i, time.Minute) // hang, in real time
