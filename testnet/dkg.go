@@ -61,7 +61,7 @@ type DKGOptions struct {
 // loopback and writes DIR/cluster.json, DIR/client.key and DIR/node1 …
 // DIR/nodeN exactly as Keygen does, but no process ever holds the group
 // secret. Silent members get no directory (NodeDirs[i] is "").
-func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
+func DKG(ctx context.Context, dir string, o DKGOptions) (out *Keys, err error) {
 	if o.N < 4 {
 		return nil, fmt.Errorf("testnet: dkg: need at least 4 members, got %d", o.N)
 	}
@@ -75,10 +75,17 @@ func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
 	if rnd == nil {
 		rnd = crand.Reader
 	}
-	ports, err := FreePorts(o.N)
+	// Reserved until the Network on the new keys closes, or until a
+	// failed ceremony returns (ports_linux.go).
+	ports, err := ReservePorts(o.N)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if out == nil {
+			ReleasePorts(ports...)
+		}
+	}()
 	ids := make([]lcrypto.PrivKey, o.N)
 	list := &dkg.MemberList{Name: o.Name}
 	for i := range ids {
@@ -128,7 +135,7 @@ func DKG(ctx context.Context, dir string, o DKGOptions) (*Keys, error) {
 // 1..Keep; new members get fresh identities. Every participant runs the
 // ceremony on fresh loopback ports, so the old nodes may keep running
 // meanwhile. Keys.Clients carries over from old.
-func Reshare(ctx context.Context, dir string, old *Keys, o DKGOptions) (*Keys, error) {
+func Reshare(ctx context.Context, dir string, old *Keys, o DKGOptions) (out *Keys, err error) {
 	oldN := len(old.NodeDirs)
 	if o.Keep <= 0 {
 		o.Keep = min(oldN, o.N)
@@ -151,10 +158,19 @@ func Reshare(ctx context.Context, dir string, old *Keys, o DKGOptions) (*Keys, e
 		}
 		oldDirs[i] = nd
 	}
-	ports, err := FreePorts(o.N + oldN)
+	// The old members' ceremony ports are reserved for the ceremony; the
+	// new members' until the Network on the new keys closes, or until a
+	// failed ceremony returns (ports_linux.go).
+	ports, err := ReservePorts(o.N + oldN)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		ReleasePorts(ports[o.N:]...)
+		if out == nil {
+			ReleasePorts(ports[:o.N]...)
+		}
+	}()
 	oc := old.Cluster
 	list := &dkg.MemberList{Name: oc.File.Name, MaxEpochStep: oc.File.MaxEpochStep, Clients: oc.File.Clients, CeremonyAddrs: map[string][]string{}}
 	ids := make([]lcrypto.PrivKey, o.N)

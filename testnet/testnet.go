@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,8 @@ func Keygen(dir string, o KeygenOptions) (*Keys, error) {
 		rnd = crand.Reader
 	}
 	if len(o.Addrs) == 0 {
-		ports, err := FreePorts(o.N)
+		// Reserved until the Network on these keys closes (ports_linux.go).
+		ports, err := ReservePorts(o.N)
 		if err != nil {
 			return nil, err
 		}
@@ -419,6 +421,25 @@ func (nw *Network) Close() error {
 	var errs []error
 	for _, m := range nw.Members {
 		errs = append(errs, nw.Stop(m.Index))
+		if m.Dir != nil {
+			ReleasePorts(listenPorts(m.Dir.Listen)...)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// listenPorts are the TCP ports of listen multiaddrs ("/ip4/…/tcp/PORT").
+func listenPorts(addrs []string) []int {
+	var out []int
+	for _, a := range addrs {
+		parts := strings.Split(a, "/")
+		for i := 0; i+1 < len(parts); i++ {
+			if parts[i] == "tcp" {
+				if p, err := strconv.Atoi(parts[i+1]); err == nil {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
 }
