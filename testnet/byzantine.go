@@ -241,8 +241,18 @@ type partialForger struct {
 	votes voteMatcher
 	r     *byzRand
 
-	mu  sync.Mutex
-	log map[string][]forgery // statement key -> what was sent for it
+	mu     sync.Mutex
+	log    map[string][]forgery // statement key -> what was sent for it
+	forced *forgery             // if set, the forgery every vote gets (see force)
+}
+
+// force makes every vote from now on get forgery m instead of a drawn
+// one. A test that must see each kind uses it: which draws reach a token
+// depends on how many attempts each round takes.
+func (p *partialForger) force(m forgery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forced = &m
 }
 
 // ForgePartials makes a node decide honestly (it records its votes) but
@@ -290,6 +300,11 @@ func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byt
 	case c%2 == 1:
 		mode = forgeMalleated
 	}
+	p.mu.Lock()
+	if p.forced != nil {
+		mode = *p.forced
+	}
+	p.mu.Unlock()
 	var out []byte
 	switch mode {
 	case forgeMalleated:

@@ -489,7 +489,16 @@ func TestForgedPartialsNamedAsSuspects(t *testing.T) {
 		c := newClient(t, nw, 0, client.Config{})
 		named := 0
 		modes := map[forgery]int{}
-		for r := 0; r < 5; r++ {
+		// Each round forces one kind of forgery, so every kind is tried
+		// however many attempts a round takes (a drawn kind could be spent
+		// on an attempt that made no token). A malleated encoding falls
+		// back to the wrong message when coordinate+p does not fit (about
+		// 5% of partials): three rounds of it make missing it unlikely.
+		cycle := []forgery{forgeMalleated, forgeOtherIndex, forgeWrongMessage}
+		for r := 0; r < 7; r++ {
+			for _, p := range forgers {
+				p.force(cycle[r%len(cycle)])
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res := fmt.Sprintf("forge/%d", r)
 			l, err := c.TryAcquire(ctx, res)
