@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.dedis.ch/kyber/v3"
+
+	"github.com/palisade-dev/palisade/crypto/bls12381"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 )
 
 // batchFixture returns n messages and their valid group signatures.
@@ -41,18 +43,13 @@ func TestVerifyBatch(t *testing.T) {
 	// A valid signature that is invalid elsewhere: signature 0 on message 1.
 	cp := func() []Signature { return append([]Signature(nil), sigs...) }
 
-	// A malleated (x+p) encoding of one valid signature, if it has one.
-	var mallIdx = -1
-	var mall Signature
-	for i, s := range sigs {
-		if x, ok := addP(s[:32]); ok {
-			copy(mall[:32], x)
-			copy(mall[32:], s[32:])
-			mallIdx = i
-			break
-		}
-	}
-	require.NotEqual(t, -1, mallIdx, "no signature with a malleable x coordinate")
+	// Encodings the batch must refuse alone: the negation of a valid
+	// signature (sort flag flipped) and points outside the subgroup or
+	// off the curve.
+	const negIdx = 3
+	neg := sigs[negIdx]
+	neg[0] ^= 0x20
+	nonSub, offCurve := Signature(bls12381test.NonSubgroupG1(5)), Signature(bls12381test.NotOnCurveG1(5))
 
 	tests := []struct {
 		name string
@@ -73,7 +70,8 @@ func TestVerifyBatch(t *testing.T) {
 			return s
 		}(), []int{2, 5, 6, 9}},
 		{"all invalid", msgs[:5], sigs[1:6], []int{0, 1, 2, 3, 4}},
-		{"malleated", msgs, func() []Signature { s := cp(); s[mallIdx] = mall; return s }(), []int{mallIdx}},
+		{"negated", msgs, func() []Signature { s := cp(); s[negIdx] = neg; return s }(), []int{negIdx}},
+		{"outside the subgroup and off the curve", msgs, func() []Signature { s := cp(); s[1], s[7] = nonSub, offCurve; return s }(), []int{1, 7}},
 		{"identity", msgs[:3], []Signature{sigs[0], {}, sigs[2]}, []int{1}},
 		{"garbage bytes", msgs[:3], []Signature{sigs[0], sigs[1], {1, 2, 3}}, []int{2}},
 		// Two invalid signatures whose errors cancel in an unweighted sum:
@@ -82,7 +80,7 @@ func TestVerifyBatch(t *testing.T) {
 			delta := suite.G1().Point().Mul(suite.G1().Scalar().SetInt64(7), nil)
 			s := cp()[:4]
 			for i, sign := range []bool{true, false} {
-				p, err := decodeG1(s[i][:])
+				p, err := bls12381.DecodeG1(s[i][:])
 				require.NoError(t, err)
 				if sign {
 					p.Add(p, delta)
@@ -174,31 +172,3 @@ func benchmarkVerifyBatch(b *testing.B, n int) {
 
 func BenchmarkVerifyBatch10(b *testing.B)  { benchmarkVerifyBatch(b, 10) }
 func BenchmarkVerifyBatch100(b *testing.B) { benchmarkVerifyBatch(b, 100) }
-
-// TestMultiScalarMul compares the bucket method with separate
-// multiplications, for sizes around the window changes.
-func TestMultiScalarMul(t *testing.T) {
-	rng := seeded(3)
-	for _, n := range []int{1, 2, 3, 7, 10, 33, 100} {
-		coef := make([]byte, n*BatchCoefficientSize)
-		rng.Read(coef)
-		if n == 3 {
-			clear(coef[:BatchCoefficientSize]) // a zero coefficient
-			for i := range BatchCoefficientSize {
-				coef[BatchCoefficientSize+i] = 0xff // the largest one
-			}
-		}
-		pts := make([]kyber.Point, n)
-		want := suite.G1().Point().Null()
-		for i := range pts {
-			pts[i] = hashToG1([]byte(fmt.Sprintf("msm %d", i)))
-			if i == 2 && n > 3 {
-				pts[i] = pts[1].Clone() // a repeated point
-			}
-			r := suite.G1().Scalar().SetBytes(coef[i*BatchCoefficientSize : (i+1)*BatchCoefficientSize])
-			want.Add(want, suite.G1().Point().Mul(r, pts[i]))
-		}
-		got := multiScalarMul(coef, pts)
-		require.True(t, want.Equal(got), "n=%d", n)
-	}
-}

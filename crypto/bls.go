@@ -1,17 +1,27 @@
-// Package crypto implements Palisade's threshold BLS signatures on kyber v3's
-// bn256 pairing suite: dealer key generation for testnets, partial signing,
-// optimistic combination and verification.
+// Package crypto implements Palisade's threshold BLS signatures on the
+// minimal-signature-size variant of the IETF BLS signature scheme over
+// BLS12-381 (draft-irtf-cfrg-bls-signature, ciphersuite Ciphersuite):
+// dealer key generation for testnets, partial signing, optimistic
+// combination and verification.
 //
-// The package defends against kyber's known pitfalls:
-//   - hash-to-G1 has no domain separation, so every message is prefixed with
-//     HashDomain before hashing (callers add their own tag, version and cluster
-//     ID on top, see package protocol);
-//   - signatures are malleable (a coordinate x+p still decodes), so every
-//     point is decoded strictly: exact length, coordinates below p, not the
-//     identity. Callers must still never key a cache on raw signature bytes
-//     they did not decode through this package;
-//   - G2 points get no subgroup check, so group keys must come only from
-//     trusted files (cluster.json, DKG output), never from the network;
+// The curve arithmetic lives beneath kyber v3's interfaces in package
+// crypto/bls12381: secret scalars (partial signing, dealing, share checks)
+// are multiplied by circl's constant-time code, and signatures are checked
+// by gnark-crypto with one multi-pairing each. Shamir sharing and Lagrange
+// interpolation are kyber's.
+//
+// The package keeps these rules:
+//   - every point from outside (network, file, token) is decoded strictly:
+//     exact length, flag bits, x below p, on the curve, in the prime-order
+//     subgroup, not the identity. ParseSignature and ParsePartial check the
+//     cheap byte-level rules only; Verify, VerifyPartial and Combine decode
+//     fully before any pairing. A compressed encoding that passes the
+//     byte-level rules names at most one point, so a signature's bytes are
+//     a fine cache key once they have verified;
+//   - the message is signed as given: callers put their own domain tag,
+//     version and cluster ID inside it (see package protocol), so any IETF
+//     min-sig implementation verifies a Palisade signature from the group
+//     key and the signed bytes alone;
 //   - kyber's PriShare.String prints the secret, so Share hides its scalar
 //     from every fmt verb.
 //
@@ -19,36 +29,40 @@
 package crypto
 
 import (
-	"bytes"
 	"crypto/cipher"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"go.dedis.ch/kyber/v3"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 	"go.dedis.ch/kyber/v3/share"
+
+	"github.com/palisade-dev/palisade/crypto/bls12381"
 )
 
 const (
-	// SignatureSize is the size of a (partial or full) BLS signature: an
-	// uncompressed bn256 G1 point.
-	SignatureSize = 64
+	// SignatureSize is the size of a (partial or full) BLS signature: a
+	// compressed BLS12-381 G1 point.
+	SignatureSize = bls12381.SignatureSize
 	// PartialSize is the encoded size of a PartialSig: a 2-byte big-endian
 	// share index followed by the signature.
 	PartialSize = 2 + SignatureSize
-	// PublicKeySize is the size of a public key: an uncompressed G2 point.
-	PublicKeySize = 128
+	// PublicKeySize is the size of a public key: a compressed G2 point.
+	PublicKeySize = bls12381.PublicKeySize
 	// ScalarSize is the size of an encoded secret scalar.
-	ScalarSize = 32
+	ScalarSize = bls12381.ScalarSize
 	// ShareSize is the encoded size of a Share: index then scalar.
 	ShareSize = 2 + ScalarSize
 	// MaxNodes bounds N so that an index fits the 2-byte wire field.
 	MaxNodes = 1024
-	// HashDomain is prefixed to every message before hash-to-G1, because
-	// kyber's bn256 hash has no domain separation of its own.
-	HashDomain = "palisade/bls-bn256/v1\x00"
+	// Ciphersuite is the ciphersuite ID of the signatures, which is also
+	// the domain separation tag of hash_to_G1 (RFC 9380,
+	// BLS12381G1_XMD:SHA-256_SSWU_RO_).
+	Ciphersuite = bls12381.SignatureDST
+	// CurveName names the curve in files and messages.
+	CurveName = "BLS12-381"
 )
 
 // Errors callers can branch on.
@@ -56,9 +70,13 @@ var (
 	// ErrInvalidSignature reports a signature or partial that does not verify.
 	ErrInvalidSignature = errors.New("crypto: invalid signature")
 	// ErrMalformedPoint reports bytes that are not the canonical encoding of a
-	// curve point (wrong length, coordinate not below p, not on the curve, or
-	// the identity).
+	// curve point of the right group (wrong length, flag bits, a coordinate
+	// not below p, not on the curve, outside the prime-order subgroup, or
+	// the identity). The library's reason is wrapped too.
 	ErrMalformedPoint = errors.New("crypto: malformed point encoding")
+	// ErrNotInSubgroup reports a point on the curve but outside the
+	// prime-order subgroup; errors wrapping it also wrap ErrMalformedPoint.
+	ErrNotInSubgroup = bls12381.ErrNotInSubgroup
 	// ErrBadIndex reports a share index outside 1..N.
 	ErrBadIndex = errors.New("crypto: share index out of range")
 	// ErrNotEnoughPartials reports fewer than t valid partial signatures.
@@ -67,7 +85,22 @@ var (
 	ErrBadParameters = errors.New("crypto: bad threshold parameters")
 )
 
-var suite = bn256.NewSuite()
+var suite = bls12381.NewSuite()
+
+// libErr maps an error of package bls12381 onto this package's sentinels,
+// keeping the library's reason in the chain.
+func libErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, bls12381.ErrInvalidSignature):
+		return ErrInvalidSignature
+	case errors.Is(err, bls12381.ErrEncoding), errors.Is(err, bls12381.ErrIdentity),
+		errors.Is(err, bls12381.ErrNotInSubgroup), errors.Is(err, bls12381.ErrWrongGroup):
+		return fmt.Errorf("%w: %w", ErrMalformedPoint, err)
+	}
+	return err
+}
 
 // Signature is a full (group) BLS signature in canonical encoding.
 type Signature [SignatureSize]byte
@@ -77,12 +110,14 @@ type Signature [SignatureSize]byte
 // equal points.
 func (s Signature) Equal(o Signature) bool { return s == o }
 
-// ParseSignature decodes a full signature strictly: exact length, canonical
-// coordinates, a point on the curve other than the identity.
+// ParseSignature checks the byte-level rules of a signature's encoding:
+// exact length, compression flag, not the point at infinity, x below p. It
+// does not decompress the point: that, the curve and the subgroup checks
+// happen when the signature is verified, after any cache lookup.
 func ParseSignature(b []byte) (Signature, error) {
 	var s Signature
-	if _, err := decodeG1(b); err != nil {
-		return s, err
+	if err := bls12381.CheckSignatureEncoding(b); err != nil {
+		return s, libErr(err)
 	}
 	copy(s[:], b)
 	return s, nil
@@ -96,7 +131,7 @@ type PartialSig struct {
 	Sig Signature
 }
 
-// Marshal returns the 66-byte wire form: big-endian uint16 index, signature.
+// Marshal returns the 50-byte wire form: big-endian uint16 index, signature.
 func (p PartialSig) Marshal() []byte {
 	out := make([]byte, PartialSize)
 	out[0] = byte(p.Index >> 8)
@@ -109,7 +144,8 @@ func (p PartialSig) Marshal() []byte {
 func (p PartialSig) Equal(o PartialSig) bool { return p.Index == o.Index && p.Sig == o.Sig }
 
 // ParsePartial decodes the wire form of a partial signature. It checks the
-// encoding only (index at least 1, canonical point); membership of the index
+// encoding only (index at least 1, the signature's byte-level rules as
+// ParseSignature); the full point decoding, membership of the index
 // and validity of the signature are checked by GroupKey.
 func ParsePartial(b []byte) (PartialSig, error) {
 	if len(b) != PartialSize {
@@ -132,25 +168,28 @@ type PublicKey [PublicKeySize]byte
 // Equal reports whether two keys are the same.
 func (k PublicKey) Equal(o PublicKey) bool { return k == o }
 
-// ParsePublicKey decodes a public key strictly: canonical, on the curve,
-// not the identity, and in G2's prime-order subgroup (kyber itself performs
-// no subgroup check; a subgroup failure wraps ErrNotInSubgroup).
+// ParsePublicKey decodes a public key strictly: exact length, flag bits,
+// canonical coordinates, on the curve, in G2's prime-order subgroup (a
+// subgroup failure wraps ErrNotInSubgroup) and not the identity.
 func ParsePublicKey(b []byte) (PublicKey, error) {
 	var k PublicKey
-	if _, err := decodeG2Subgroup(b); err != nil {
-		return k, err
+	if _, err := bls12381.DecodeG2(b); err != nil {
+		return k, libErr(err)
 	}
 	copy(k[:], b)
 	return k, nil
 }
 
-// Verify checks sig over msg under the public key.
+// Verify checks sig over msg under the public key. It decodes the key on
+// every call; GroupKey.Verify keeps its key decoded.
 func (k PublicKey) Verify(msg []byte, sig Signature) error {
-	X, err := decodeG2(k[:])
-	if err != nil {
-		return err
-	}
-	return verifyPoint(X, msg, sig[:])
+	return libErr(bls12381.Verify(k[:], msg, sig[:]))
+}
+
+// decode returns the key decoded for verification.
+func (k PublicKey) decode() (*bls12381.PublicKey, error) {
+	pk, err := bls12381.NewPublicKey(k[:])
+	return pk, libErr(err)
 }
 
 // Share is one node's secret share of the group key. It never prints its
@@ -176,10 +215,11 @@ func (s *Share) GoString() string { return s.String() }
 func (s *Share) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
 
 // Sign returns the share's partial signature over msg.
+//
+// The scalar multiplication is circl's, whose table lookups and additions
+// do not depend on the secret (see SECURITY.md).
 func (s *Share) Sign(msg []byte) (PartialSig, error) {
-	hm := hashToG1(msg)
-	sp := suite.G1().Point().Mul(s.v, hm)
-	b, err := sp.MarshalBinary()
+	b, err := bls12381.Sign(s.v, msg).MarshalBinary()
 	if err != nil {
 		return PartialSig{}, fmt.Errorf("crypto: sign: %w", err)
 	}
@@ -200,7 +240,8 @@ func (s *Share) MarshalBinary() ([]byte, error) {
 	return append(out, v...), nil
 }
 
-// ParseShare decodes a share produced by MarshalBinary.
+// ParseShare decodes a share produced by MarshalBinary: the scalar must be
+// canonical (below the group order).
 func ParseShare(b []byte) (*Share, error) {
 	if len(b) != ShareSize {
 		return nil, fmt.Errorf("crypto: share is %d bytes, want %d", len(b), ShareSize)
@@ -213,6 +254,9 @@ func ParseShare(b []byte) (*Share, error) {
 	if err := v.UnmarshalBinary(b[2:]); err != nil {
 		return nil, fmt.Errorf("crypto: share scalar: %w", err)
 	}
+	if v.Equal(suite.G2().Scalar().Zero()) {
+		return nil, errors.New("crypto: share scalar is zero")
+	}
 	return &Share{index: idx, v: v}, nil
 }
 
@@ -224,7 +268,18 @@ type GroupKey struct {
 	commits []kyber.Point
 	poly    *share.PubPoly
 	public  PublicKey
-	shares  []kyber.Point // public key share of index i at shares[i-1]
+	key     *bls12381.PublicKey // commits[0], decoded for verification
+	shares  []publicShare       // of index i at shares[i-1], made on first use
+}
+
+// publicShare is one index's public key share, evaluated from the
+// polynomial on first use: a node needs only its own and those of the
+// partials it checks, and each costs t scalar multiplications in G2.
+type publicShare struct {
+	once  sync.Once
+	point kyber.Point
+	key   *bls12381.PublicKey
+	err   error
 }
 
 // NewGroupKey builds a group key for n nodes from the t encoded commitments
@@ -236,9 +291,9 @@ func NewGroupKey(n int, commits [][]byte) (*GroupKey, error) {
 	}
 	pts := make([]kyber.Point, t)
 	for i, c := range commits {
-		p, err := decodeG2Subgroup(c)
+		p, err := bls12381.DecodeG2(c)
 		if err != nil {
-			return nil, fmt.Errorf("crypto: commitment %d: %w", i, err)
+			return nil, fmt.Errorf("crypto: commitment %d: %w", i, libErr(err))
 		}
 		pts[i] = p
 	}
@@ -253,11 +308,26 @@ func newGroupKey(n int, pts []kyber.Point) (*GroupKey, error) {
 		return nil, fmt.Errorf("crypto: marshal group key: %w", err)
 	}
 	copy(g.public[:], pub)
-	g.shares = make([]kyber.Point, n)
-	for i := 1; i <= n; i++ {
-		g.shares[i-1] = g.poly.Eval(i - 1).V
+	if g.key, err = bls12381.PublicKeyFromPoint(pts[0]); err != nil {
+		return nil, fmt.Errorf("crypto: group key: %w", libErr(err))
 	}
+	g.shares = make([]publicShare, n)
 	return g, nil
+}
+
+// share returns the public key share of index i (1..n), evaluating it on
+// first use. Its error is that of a polynomial whose value at i is the
+// identity, which only a dealer who chose it could arrange.
+func (g *GroupKey) share(i int) (*publicShare, error) {
+	ps := &g.shares[i-1]
+	ps.once.Do(func() {
+		ps.point = g.poly.Eval(i - 1).V
+		ps.key, ps.err = bls12381.PublicKeyFromPoint(ps.point)
+		if ps.err != nil {
+			ps.err = fmt.Errorf("crypto: public key share %d: %w", i, libErr(ps.err))
+		}
+	})
+	return ps, ps.err
 }
 
 // N is the number of shares.
@@ -274,7 +344,7 @@ func (g *GroupKey) PublicKey() PublicKey { return g.public }
 func (g *GroupKey) Commitments() [][]byte {
 	out := make([][]byte, len(g.commits))
 	for i, c := range g.commits {
-		b, _ := c.MarshalBinary() // bn256 marshalling cannot fail
+		b, _ := c.MarshalBinary() // marshalling a G2 point cannot fail
 		out[i] = b
 	}
 	return out
@@ -294,18 +364,23 @@ func (g *GroupKey) Equal(o *GroupKey) bool {
 	return true
 }
 
-// Verify checks a combined signature under the group public key.
+// Verify checks a combined signature under the group public key: a strict
+// decoding of sig, a hash to G1 and one multi-pairing.
 func (g *GroupKey) Verify(msg []byte, sig Signature) error {
-	return verifyPoint(g.commits[0], msg, sig[:])
+	return libErr(g.key.Verify(msg, sig[:]))
 }
 
 // VerifyPartial checks one partial signature against the public key share of
-// its index. It costs two pairings: check cheaper things first.
+// its index. It costs a multi-pairing: check cheaper things first.
 func (g *GroupKey) VerifyPartial(msg []byte, p PartialSig) error {
 	if p.Index < 1 || p.Index > g.n {
 		return fmt.Errorf("%w: %d not in 1..%d", ErrBadIndex, p.Index, g.n)
 	}
-	if err := verifyPoint(g.shares[p.Index-1], msg, p.Sig[:]); err != nil {
+	ps, err := g.share(p.Index)
+	if err != nil {
+		return err
+	}
+	if err := libErr(ps.key.Verify(msg, p.Sig[:])); err != nil {
 		return fmt.Errorf("partial of index %d: %w", p.Index, err)
 	}
 	return nil
@@ -327,7 +402,10 @@ func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, ba
 	if err != nil {
 		return sig, bad, err
 	}
-	hm := hashToG1(msg)
+	hm, err := bls12381.HashMessage(msg)
+	if err != nil {
+		return sig, bad, err
+	}
 	if s, ok := g.interpolateAndCheck(hm, cands[:g.t]); ok {
 		return s, bad, nil
 	}
@@ -337,7 +415,8 @@ func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, ba
 		if len(good) == g.t {
 			break
 		}
-		if pairingCheck(g.shares[c.index-1], hm, c.point) {
+		ps, err := g.share(c.index)
+		if err == nil && ps.key.VerifyHash(hm, c.enc[:]) == nil {
 			good = append(good, c)
 		} else {
 			bad = appendUnique(bad, c.index)
@@ -357,6 +436,7 @@ func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, ba
 type candidate struct {
 	index int
 	point kyber.Point
+	enc   Signature
 }
 
 // candidates decodes partials: the well-formed ones with distinct indices
@@ -372,13 +452,13 @@ func (g *GroupKey) candidates(partials []PartialSig) (cands []candidate, bad []i
 			bad = appendUnique(bad, p.Index) // out of range or duplicated
 			continue
 		}
-		pt, err := decodeG1(p.Sig[:])
+		pt, err := bls12381.DecodeG1(p.Sig[:])
 		if err != nil {
 			malformed[p.Index] = true
 			continue
 		}
 		seen[p.Index] = true
-		cands = append(cands, candidate{index: p.Index, point: pt})
+		cands = append(cands, candidate{index: p.Index, point: pt, enc: p.Sig})
 	}
 	// An index whose only partials were malformed is bad; one that also
 	// sent a well-formed partial is judged by the pairing check.
@@ -394,9 +474,9 @@ func (g *GroupKey) candidates(partials []PartialSig) (cands []candidate, bad []i
 }
 
 // Interpolate combines the first t well-formed partials with distinct
-// indices into a group signature without any pairing check: it costs a
-// Lagrange interpolation (about 0.2 ms for t = 3) where Combine also pays
-// a verification (about 2-3 ms). The result is a candidate only: it
+// indices into a group signature without any pairing check: it costs the
+// partials' decoding and a Lagrange interpolation, where Combine also pays
+// a verification. The result is a candidate only: it
 // verifies exactly when those t partials were valid. A caller that
 // overlaps its verification with other work must not hand the signature
 // out before GroupKey.Verify accepts it, and falls back to Combine (which
@@ -413,9 +493,9 @@ func (g *GroupKey) Interpolate(partials []PartialSig) (sig Signature, bad []int,
 	return sig, bad, nil
 }
 
-func (g *GroupKey) interpolateAndCheck(hm kyber.Point, cs []candidate) (Signature, bool) {
-	pt, sig, ok := g.interpolate(cs)
-	return sig, ok && pairingCheck(g.commits[0], hm, pt)
+func (g *GroupKey) interpolateAndCheck(hm *bls12381.MessageHash, cs []candidate) (Signature, bool) {
+	_, sig, ok := g.interpolate(cs)
+	return sig, ok && g.key.VerifyHash(hm, sig[:]) == nil
 }
 
 // interpolate recovers the group point from t candidates, unchecked; ok is
@@ -426,7 +506,7 @@ func (g *GroupKey) interpolate(cs []candidate) (pt kyber.Point, sig Signature, o
 		pub[i] = &share.PubShare{I: c.index - 1, V: c.point}
 	}
 	pt, err := share.RecoverCommit(suite.G1(), pub, g.t, g.n)
-	if err != nil || pt.Equal(suite.G1().Point().Null()) {
+	if err != nil || pt.(*bls12381.G1Point).IsIdentity() {
 		return nil, sig, false
 	}
 	b, err := pt.MarshalBinary()
@@ -475,7 +555,11 @@ func (g *GroupKey) CheckShare(s *Share) error {
 	if s.index < 1 || s.index > g.n {
 		return fmt.Errorf("%w: %d not in 1..%d", ErrBadIndex, s.index, g.n)
 	}
-	if !suite.G2().Point().Mul(s.v, nil).Equal(g.shares[s.index-1]) {
+	ps, err := g.share(s.index)
+	if err != nil {
+		return err
+	}
+	if !suite.G2().Point().Mul(s.v, nil).Equal(ps.point) {
 		return errors.New("crypto: share does not belong to this group key")
 	}
 	return nil
@@ -498,64 +582,6 @@ func checkParams(n, t int) error {
 	return nil
 }
 
-func hashToG1(msg []byte) kyber.Point {
-	m := make([]byte, 0, len(HashDomain)+len(msg))
-	m = append(m, HashDomain...)
-	m = append(m, msg...)
-	return suite.G1().Point().(interface{ Hash([]byte) kyber.Point }).Hash(m)
-}
-
-func verifyPoint(X kyber.Point, msg, sig []byte) error {
-	s, err := decodeG1(sig)
-	if err != nil {
-		return err
-	}
-	if !pairingCheck(X, hashToG1(msg), s) {
-		return ErrInvalidSignature
-	}
-	return nil
-}
-
-// pairingCheck reports e(H(m), X) == e(S, g2). The two pairings are
-// independent: the second runs on another goroutine (joined before
-// returning), so one check takes about one pairing's time when a core is
-// free, and the same CPU either way.
-func pairingCheck(X, hm, s kyber.Point) bool {
-	right := make(chan kyber.Point, 1)
-	go func() { right <- suite.Pair(s, suite.G2().Point().Base()) }()
-	left := suite.Pair(hm, X)
-	return left.Equal(<-right)
-}
-
-// decodeG1 decodes a canonical, non-identity G1 point.
-func decodeG1(b []byte) (kyber.Point, error) {
-	return decodeStrict(suite.G1().Point(), b, SignatureSize)
-}
-
-// decodeG2 decodes a canonical, non-identity G2 point.
-func decodeG2(b []byte) (kyber.Point, error) {
-	return decodeStrict(suite.G2().Point(), b, PublicKeySize)
-}
-
-func decodeStrict(p kyber.Point, b []byte, size int) (kyber.Point, error) {
-	if len(b) != size {
-		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrMalformedPoint, len(b), size)
-	}
-	if err := p.UnmarshalBinary(b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedPoint, err)
-	}
-	// kyber accepts coordinates >= p (they are reduced): the re-encoding
-	// differs from the input exactly when the input was not canonical.
-	again, err := p.MarshalBinary()
-	if err != nil || !bytes.Equal(again, b) {
-		return nil, fmt.Errorf("%w: non-canonical encoding", ErrMalformedPoint)
-	}
-	if p.Equal(p.Clone().Null()) {
-		return nil, fmt.Errorf("%w: identity element", ErrMalformedPoint)
-	}
-	return p, nil
-}
-
 func appendUnique(xs []int, x int) []int {
 	for _, y := range xs {
 		if y == x {
@@ -575,7 +601,7 @@ func pickPoly(rand io.Reader, t int) (pri *share.PriPoly, err error) {
 	return share.NewPriPoly(suite.G2(), t, secret, stream), nil
 }
 
-// PickScalar draws a uniformly random scalar of the bn256 groups from rand
+// PickScalar draws a uniformly random scalar of the BLS12-381 groups from rand
 // (it is how crypto/dkg draws a ceremony key); a failed read is an error.
 func PickScalar(rand io.Reader) (s kyber.Scalar, err error) {
 	defer recoverStream(&err)

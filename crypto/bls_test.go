@@ -2,7 +2,6 @@ package crypto
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -14,8 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	gnark "github.com/consensys/gnark-crypto/ecc/bls12-381"
 	"github.com/stretchr/testify/require"
-	xbn256 "golang.org/x/crypto/bn256"
+
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json")
@@ -57,7 +58,7 @@ type golden struct {
 // nothing independently: testdata/golden.json is written by this same code
 // (go test -run TestGolden -update), so it only guards against unintended
 // change. TestGoldenOtherImplementation checks the pinned values with
-// golang.org/x/crypto/bn256 and a hash-to-G1 of its own, and the verifier
+// gnark-crypto's BLS12-381 called directly (not circl, which signs), and the verifier
 // package's TestTokenVectorsOtherImplementation does the same for the token
 // vectors (verifier/testdata/vectors).
 func TestGolden(t *testing.T) {
@@ -103,9 +104,9 @@ func TestGolden(t *testing.T) {
 }
 
 // TestGoldenOtherImplementation checks testdata/golden.json without this
-// package: with golang.org/x/crypto/bn256 (the original of kyber's bn256:
-// same curve and point encodings) and hash-to-G1 as docs/token-format.md
-// specifies it, in math/big. Every partial verifies under its share's
+// package's signing code (circl): with gnark-crypto's BLS12-381 called
+// directly, its RFC 9380 hash_to_G1 under the ciphersuite's DST and one
+// pairing check per signature. Every partial verifies under its share's
 // public key, the sum of commitment j times index^j, and the signature
 // under the group key, the first commitment. BLS signatures are unique, so
 // this also checks the combination.
@@ -120,49 +121,45 @@ func TestGoldenOtherImplementation(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
-	var commits []*xbn256.G2
+	var commits []gnark.G2Jac
 	for i, c := range g.Commitments {
-		pt, ok := new(xbn256.G2).Unmarshal(mustHex(c))
-		require.True(t, ok, "commitment %d", i)
-		commits = append(commits, pt)
+		var pt gnark.G2Affine
+		_, err := pt.SetBytes(mustHex(c))
+		require.NoError(t, err, "commitment %d", i)
+		var j gnark.G2Jac
+		j.FromAffine(&pt)
+		commits = append(commits, j)
 	}
-	hm, ok := new(xbn256.G1).Unmarshal(specHashToG1(append([]byte("palisade/bls-bn256/v1\x00"), g.Message...)))
-	require.True(t, ok)
-	g2 := new(xbn256.G2).ScalarBaseMult(big.NewInt(1))
-	verifies := func(pk *xbn256.G2, sig []byte) bool {
-		s, ok := new(xbn256.G1).Unmarshal(sig)
-		return ok && bytes.Equal(xbn256.Pair(hm, pk).Marshal(), xbn256.Pair(s, g2).Marshal())
+	hm, err := gnark.HashToG1([]byte(g.Message), []byte("BLS_SIG_BLS12381G1_XMD:SHA-256_SSWU_RO_NUL_"))
+	require.NoError(t, err)
+	_, _, _, g2 := gnark.Generators()
+	var negG2 gnark.G2Affine
+	negG2.Neg(&g2)
+	verifies := func(pk *gnark.G2Jac, sig []byte) bool {
+		var s gnark.G1Affine
+		if _, err := s.SetBytes(sig); err != nil {
+			return false
+		}
+		var pka gnark.G2Affine
+		pka.FromJacobian(pk)
+		ok, err := gnark.PairingCheck([]gnark.G1Affine{s, hm}, []gnark.G2Affine{negG2, pka})
+		return err == nil && ok
 	}
 	for i, p := range g.Partials {
 		raw := mustHex(p)
+		require.Len(t, raw, 2+48)
 		require.Equal(t, i+1, int(raw[0])<<8|int(raw[1]), "partial %d index", i)
 		pk, x := commits[0], big.NewInt(int64(i+1))
 		for j, xj := 1, new(big.Int).Set(x); j < len(commits); j, xj = j+1, xj.Mul(xj, x) {
-			pk = new(xbn256.G2).Add(pk, new(xbn256.G2).ScalarMult(commits[j], xj))
+			var term gnark.G2Jac
+			term.ScalarMultiplication(&commits[j], xj)
+			pk.AddAssign(&term)
 		}
-		require.True(t, verifies(pk, raw[2:]), "partial %d: e(H(m), PK_i) == e(sig_i, g2)", i+1)
+		require.True(t, verifies(&pk, raw[2:]), "partial %d: e(sig_i, -g2)·e(H(m), PK_i) == 1", i+1)
 	}
-	require.True(t, verifies(commits[0], mustHex(g.Signature)), "e(H(m), PK) == e(sig, g2)")
-}
-
-// specHashToG1 is hash-to-G1 as docs/token-format.md specifies it, with
-// math/big alone (a copy of the verifier tests' own): x = SHA-256(m) mod p,
-// incremented until x^3 + 3 is a square mod p; y = (x^3 + 3)^((p+1)/4).
-func specHashToG1(m []byte) []byte {
-	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
-	h := sha256.Sum256(m)
-	x := new(big.Int).Mod(new(big.Int).SetBytes(h[:]), p)
-	exp := new(big.Int).Rsh(new(big.Int).Add(p, big.NewInt(1)), 2)
-	for ; ; x.Add(x, big.NewInt(1)) {
-		t := new(big.Int).Exp(x, big.NewInt(3), p)
-		t.Add(t, big.NewInt(3)).Mod(t, p)
-		if y := new(big.Int).Exp(t, exp, p); new(big.Int).Exp(y, big.NewInt(2), p).Cmp(t) == 0 {
-			out := make([]byte, 64)
-			x.FillBytes(out[:32])
-			y.FillBytes(out[32:])
-			return out
-		}
-	}
+	require.Len(t, mustHex(g.Signature), 48)
+	require.True(t, verifies(&commits[0], mustHex(g.Signature)), "e(sig, -g2)·e(H(m), PK) == 1")
+	require.False(t, verifies(&commits[1], mustHex(g.Signature)), "not under another key")
 }
 
 func TestCombineAnyQuorumGivesSameSignature(t *testing.T) {
@@ -225,49 +222,69 @@ func TestCombineNotEnough(t *testing.T) {
 	require.ErrorIs(t, gk.VerifyPartial(msg, out), ErrBadIndex)
 }
 
-// addP returns the 32-byte big-endian x+p if it still fits, the malleated
-// encoding kyber would accept.
-func addP(x []byte) ([]byte, bool) {
-	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
-	v := new(big.Int).Add(new(big.Int).SetBytes(x), p)
-	if v.BitLen() > 256 {
-		return nil, false
-	}
-	return v.FillBytes(make([]byte, 32)), true
-}
-
-// TestMalleability shows that kyber itself accepts a non-canonical encoding
-// (x+p) of a valid signature and that this package refuses it everywhere.
-func TestMalleability(t *testing.T) {
+// TestEncodingAttacks alters a valid signature and a valid partial in
+// every way a BLS12-381 encoding can be bent and checks where each is
+// refused: byte-level faults already at parsing, the others at
+// verification, and none ever verifies.
+func TestEncodingAttacks(t *testing.T) {
 	gk, shares := deal(t, 4)
-	for i := 0; i < 64; i++ {
-		msg := []byte(fmt.Sprintf("malleate %d", i))
-		sig, _, err := gk.Combine(msg, signAll(t, shares, msg))
-		require.NoError(t, err)
-		x, ok := addP(sig[:32])
-		if !ok {
-			continue
-		}
-		mall := append(x, sig[32:]...)
-		// kyber decodes it to the same point...
-		pt := suite.G1().Point()
-		require.NoError(t, pt.UnmarshalBinary(mall))
-		// ...but we do not.
-		_, err = ParseSignature(mall)
-		require.ErrorIs(t, err, ErrMalformedPoint)
-		require.ErrorIs(t, gk.PublicKey().Verify(msg, Signature(mall)), ErrMalformedPoint)
-		require.ErrorIs(t, gk.Verify(msg, Signature(mall)), ErrMalformedPoint)
-		part, err := shares[0].Sign(msg)
-		require.NoError(t, err)
-		raw := part.Marshal()
-		if px, ok := addP(raw[2:34]); ok {
-			copy(raw[2:34], px)
-			_, err = ParsePartial(raw)
-			require.ErrorIs(t, err, ErrMalformedPoint)
-		}
-		return
+	msg := []byte("attack")
+	partials := signAll(t, shares, msg)
+	sig, _, err := gk.Combine(msg, partials)
+	require.NoError(t, err)
+	flip := func(mask byte) []byte {
+		b := append([]byte(nil), sig[:]...)
+		b[0] ^= mask
+		return b
 	}
-	t.Fatal("no signature with a malleable x coordinate in 64 tries")
+	nonSub := bls12381test.NonSubgroupG1(1)
+	offCurve := bls12381test.NotOnCurveG1(1)
+	cases := []struct {
+		name      string
+		enc       []byte
+		atParse   bool  // refused by ParseSignature already
+		verifyErr error // what Verify reports otherwise
+	}{
+		{"compression flag cleared", flip(0x80), true, nil},
+		{"infinity flag set", flip(0x40), true, nil},
+		{"identity", bls12381test.Identity(SignatureSize), true, nil},
+		{"sort flag flipped: the negated point", flip(0x20), false, ErrInvalidSignature},
+		{"outside the subgroup", nonSub[:], false, ErrNotInSubgroup},
+		{"x with no point", offCurve[:], false, ErrMalformedPoint},
+		{"short", sig[:SignatureSize-1], true, nil},
+	}
+	if x, ok := bls12381test.AddModulus(sig[:]); ok {
+		cases = append(cases, struct {
+			name      string
+			enc       []byte
+			atParse   bool
+			verifyErr error
+		}{"x + p", x, true, nil})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseSignature(c.enc)
+			if c.atParse {
+				require.ErrorIs(t, err, ErrMalformedPoint)
+				return
+			}
+			require.NoError(t, err)
+			s := Signature(c.enc)
+			require.ErrorIs(t, gk.Verify(msg, s), c.verifyErr)
+			require.ErrorIs(t, gk.PublicKey().Verify(msg, s), c.verifyErr)
+			require.ErrorIs(t, gk.Prepare(msg).Verify(s), c.verifyErr)
+			bad, err := gk.VerifyBatch(nil, [][]byte{msg, msg}, []Signature{sig, s})
+			require.NoError(t, err)
+			require.Equal(t, []int{1}, bad)
+			// The same bytes as node 1's partial: refused, node 1 named.
+			forged := append([]PartialSig{{Index: 1, Sig: s}}, partials[1:]...)
+			require.Error(t, gk.VerifyPartial(msg, forged[0]))
+			got, bad, err := gk.Combine(msg, forged)
+			require.NoError(t, err, "three honest partials remain")
+			require.Equal(t, []int{1}, bad)
+			require.Equal(t, sig, got)
+		})
+	}
 }
 
 func TestStrictDecoding(t *testing.T) {

@@ -1,53 +1,43 @@
 package crypto
 
 import (
-	"go.dedis.ch/kyber/v3"
+	"github.com/palisade-dev/palisade/crypto/bls12381"
 )
 
-// Prepared is a signature check started before the signature exists. A
-// check is e(H(m), X) = e(S, g2): the left side depends only on the
-// message and the key, so a caller that knows the message early (a client
-// knows the statement it asks the nodes to sign before it sends the
-// Acquire) computes that pairing while it waits for the signature, and
-// the check itself is left with one pairing.
+// Prepared is a signature check started before the signature exists: the
+// message is hashed to G1 (the part of a check that depends only on the
+// message), so that when the signature arrives only its decoding and one
+// multi-pairing remain. A client knows the statement it asks the nodes to
+// sign before it sends the Acquire.
 type Prepared struct {
-	done chan struct{}
-	left kyber.Point // e(H(m), X), or nil if the key does not decode
-	err  error
+	key *bls12381.PublicKey
+	h   *bls12381.MessageHash
+	err error
 }
 
-// Prepare starts the message's half of a check of a signature over msg
-// under k. Its work (one hash to G1 and one pairing, about 1.2 ms) runs on
-// a goroutine of its own that ends by itself; Verify waits for it.
+// Prepare hashes msg for a later check of a signature under k. The key is
+// decoded here; an error is reported by Verify.
 func (k PublicKey) Prepare(msg []byte) *Prepared {
-	p := &Prepared{done: make(chan struct{})}
-	m := append([]byte(nil), msg...)
-	go func() {
-		defer close(p.done)
-		X, err := decodeG2(k[:])
-		if err != nil {
-			p.err = err
-			return
-		}
-		p.left = suite.Pair(hashToG1(m), X)
-	}()
-	return p
+	pk, err := k.decode()
+	if err != nil {
+		return &Prepared{err: err}
+	}
+	return prepare(pk, msg)
+}
+
+// Prepare is PublicKey.Prepare under the group public key, kept decoded.
+func (g *GroupKey) Prepare(msg []byte) *Prepared { return prepare(g.key, msg) }
+
+func prepare(pk *bls12381.PublicKey, msg []byte) *Prepared {
+	h, err := bls12381.HashMessage(msg)
+	return &Prepared{key: pk, h: h, err: err}
 }
 
 // Verify checks sig as PublicKey.Verify does for the prepared message and
 // key: the same strict decoding, the same equation.
 func (p *Prepared) Verify(sig Signature) error {
-	s, err := decodeG1(sig[:])
-	if err != nil {
-		return err
-	}
-	right := suite.Pair(s, suite.G2().Point().Base())
-	<-p.done
 	if p.err != nil {
 		return p.err
 	}
-	if !p.left.Equal(right) {
-		return ErrInvalidSignature
-	}
-	return nil
+	return libErr(p.key.VerifyHash(p.h, sig[:]))
 }

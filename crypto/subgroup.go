@@ -1,41 +1,28 @@
 package crypto
 
 import (
-	"errors"
-
 	"go.dedis.ch/kyber/v3"
+
+	"github.com/palisade-dev/palisade/crypto/bls12381"
 )
 
-// ErrNotInSubgroup reports a G2 point that is on the curve but outside the
-// prime-order subgroup. kyber's bn256 G2 decoder checks only that a point
-// lies on the twist, whose order is r·(2p−r); the cofactor 2p−r has small
-// factors, so an unchecked point can carry a small-order component.
-var ErrNotInSubgroup = errors.New("crypto: G2 point outside the prime-order subgroup")
-
-// g2OrderMinusOne is r−1 as a G2 scalar. kyber's scalars are reduced
-// modulo r, so r itself would be 0; r·P = O is checked as (r−1)·P + P = O.
-var g2OrderMinusOne = suite.G2().Scalar().SetInt64(-1)
-
-// InG2Subgroup reports whether p lies in bn256 G2's prime-order subgroup,
-// that is whether r·p is the identity. It costs one G2 scalar
-// multiplication.
+// InG2Subgroup reports whether p is a point of BLS12-381's G2, the
+// prime-order subgroup of the twist, as this package's groups hold it. The
+// kyber adapter of package bls12381 refuses points outside the subgroup
+// when it decodes, so the check matters for points that another decoder
+// produced, or that are not of this suite at all (reported as outside).
 func InG2Subgroup(p kyber.Point) bool {
-	q := suite.G2().Point().Mul(g2OrderMinusOne, p)
-	q.Add(q, p)
-	return q.Equal(suite.G2().Point().Null())
-}
-
-// decodeG2Subgroup decodes a canonical, non-identity G2 point and checks
-// that it lies in the prime-order subgroup. Use it for every G2 point that
-// arrives from another party (DKG messages, cluster files); decodeG2 alone
-// is for keys already checked once.
-func decodeG2Subgroup(b []byte) (kyber.Point, error) {
-	p, err := decodeG2(b)
+	g, ok := p.(*bls12381.G2Point)
+	if !ok {
+		return false
+	}
+	if g.IsIdentity() {
+		return true
+	}
+	b, err := g.MarshalBinary()
 	if err != nil {
-		return nil, err
+		return false
 	}
-	if !InG2Subgroup(p) {
-		return nil, ErrNotInSubgroup
-	}
-	return p, nil
+	_, err = bls12381.DecodeG2(b)
+	return err == nil
 }

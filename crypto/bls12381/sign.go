@@ -97,26 +97,11 @@ func (pk *PublicKey) Point() *G2Point {
 // precomputed lines of -g2 and pk. Errors wrap ErrEncoding,
 // ErrNotInSubgroup, ErrIdentity or ErrInvalidSignature.
 func (pk *PublicKey) Verify(msg, sig []byte) error {
-	s, err := gnarkG1(sig)
+	h, err := HashMessage(msg)
 	if err != nil {
-		return fmt.Errorf("signature: %w", err)
+		return err
 	}
-	h, err := gnark.HashToG1(msg, []byte(SignatureDST))
-	if err != nil {
-		return fmt.Errorf("bls12381: hash to G1: %w", err)
-	}
-	// gnark's Miller loop with fixed arguments scales the lines it is given
-	// in place (gnark-crypto v0.22.0), so a second check with the same
-	// lines would fail: each call gets its own copy.
-	ls := []lines{negG2Lines(), pk.lines}
-	ok, err := gnark.PairingCheckFixedQ([]gnark.G1Affine{s, h}, ls)
-	if err != nil {
-		return fmt.Errorf("bls12381: pairing: %w", err)
-	}
-	if !ok {
-		return ErrInvalidSignature
-	}
-	return nil
+	return pk.VerifyHash(h, sig)
 }
 
 // Verify checks that sig is the signature of msg under the 96-byte public
