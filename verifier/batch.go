@@ -11,11 +11,12 @@ import (
 // give (ErrWrongCluster, ErrMalformedToken or ErrInvalidToken).
 //
 // Tokens that fail the cheap checks or are already in the verified-token
-// cache cost no pairing. The rest are checked together under the group key
-// with a random linear combination: two pairings for the whole batch instead
-// of two per token (see crypto.PublicKey.VerifyBatch). An invalid token in
-// the batch is found by bisection and refused alone with ErrInvalidToken;
-// the valid ones are still accepted. Every accepted token enters the cache.
+// cache cost no pairing (and no point decoding). The rest are checked
+// together under the group key with a random linear combination: one
+// multi-pairing for the whole batch instead of one per token (see
+// crypto.GroupKey.VerifyBatch). An invalid token in the batch is found by
+// bisection and refused alone with ErrInvalidToken; the valid ones are
+// still accepted. Every accepted token enters the cache.
 func (v *Verifier) VerifyBatch(toks []protocol.Token) []error {
 	errs := make([]error, len(toks))
 	var (
@@ -51,11 +52,13 @@ func (v *Verifier) VerifyBatch(toks []protocol.Token) []error {
 	v.checked.Add(uint64(len(idx)))
 	for _, j := range bad {
 		i := idx[j]
-		// Name the cause as Verify would: a malformed point or a
-		// signature that does not verify.
-		cause := crypto.ErrInvalidSignature
-		if _, err := crypto.ParseSignature(sigs[j][:]); err != nil {
-			cause = err
+		// Name the cause as Verify would: a malformed point (the strict
+		// decoding fails, which costs no pairing) or a signature that
+		// does not verify (checked alone once more, as an invalid token
+		// already cost its bisection's pairings).
+		cause := v.key.Verify(msgs[j], sigs[j])
+		if cause == nil {
+			cause = crypto.ErrInvalidSignature
 		}
 		errs[i] = invalid(toks[i], cause)
 	}

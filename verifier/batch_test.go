@@ -54,24 +54,3 @@ func TestVerifyBatch(t *testing.T) {
 		})
 	}
 }
-
-// TestVerifyBatchMalleated: a malleated encoding of a valid signature is
-// refused alone, with the malformed-point cause, and the original accepted.
-func TestVerifyBatchMalleated(t *testing.T) {
-	fx := mainFixture()
-	v := verifier.New(fx.Cluster)
-	for epoch := uint64(1); epoch < 40; epoch++ {
-		tok := fx.Token(t, "orders-db", epoch, "client-a")
-		mal, ok := malleate(tok)
-		if !ok {
-			continue
-		}
-		errs := v.VerifyBatch([]protocol.Token{tok, mal, tok})
-		require.NoError(t, errs[0])
-		require.ErrorIs(t, errs[1], verifier.ErrInvalidToken)
-		require.ErrorIs(t, errs[1], crypto.ErrMalformedPoint)
-		require.NoError(t, errs[2])
-		return
-	}
-	t.Fatal("no signature with x+p below 2^256")
-}

@@ -8,19 +8,25 @@ import (
 )
 
 // tokenCache remembers tokens whose signature verified under the verifier's
-// group key, so that a token presented again skips the pairing check.
+// group key, so that a token presented again skips the signature check.
 //
-// What it remembers is exactly "this statement with this canonical signature
+// What it remembers is exactly "this statement with this signature
 // verified". An entry is found by the signature's bytes and is a hit only if
 // the stored statement equals the presented one field by field. The
 // statement's canonical signed bytes (protocol.Statement.SignedBytes) are an
 // injective, length-prefixed encoding of those fields, so equal fields is
 // equal signed bytes: no digest, and no collision argument, stands between a
-// hit and the pairing check it replaces. Only signatures that went through
-// crypto's strict decoding and verified are ever stored, so a hit also
-// proves the presented signature bytes are canonical: a malleated encoding
-// of a cached signature (x+p) differs in its bytes, misses, and is refused
-// by the fresh check. The raw token text is never a key.
+// hit and the check it replaces.
+//
+// The cache is consulted first, before the signature is decompressed or
+// checked for the subgroup: a hit costs a map lookup and a statement
+// comparison. That is sound because only signatures that went through
+// crypto's strict decoding and verified are ever stored, and a compressed
+// encoding names at most one point: another encoding of a cached
+// signature's point (x+p, or other flag bits) differs in its bytes, misses,
+// and is refused by the fresh check; the sort flag flipped is the negated
+// point, another signature, which misses and does not verify. The raw token
+// text is never a key.
 //
 // The cache is sharded by a byte of the signature (uniform for valid
 // signatures; invalid ones are never stored), each shard a mutex and two
@@ -40,8 +46,9 @@ type cacheShard struct {
 	_        [32]byte // pad to 64 bytes: shards on separate cache lines
 }
 
-// cacheShardByte picks the shard: the last byte of the x coordinate.
-const cacheShardByte = crypto.SignatureSize/2 - 1
+// cacheShardByte picks the shard: the last byte of the compressed
+// signature, the low byte of its x coordinate.
+const cacheShardByte = crypto.SignatureSize - 1
 
 // newTokenCache returns a cache of at most max(size, 2) entries.
 func newTokenCache(size int) *tokenCache {

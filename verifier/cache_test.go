@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
@@ -70,7 +72,7 @@ func TestTokenCacheExactMatch(t *testing.T) {
 		"resource":  func(x *protocol.Token) { x.Resource += "x" },
 		"holder":    func(x *protocol.Token) { x.Holder.Session[15] ^= 1 },
 		"cluster":   func(x *protocol.Token) { x.Cluster[31] ^= 1 },
-		"signature": func(x *protocol.Token) { x.Signature[63] ^= 1 },
+		"signature": func(x *protocol.Token) { x.Signature[crypto.SignatureSize-1] ^= 1 },
 	}
 	for name, change := range variants {
 		x := tok
@@ -147,4 +149,27 @@ func TestVerifyFillsCache(t *testing.T) {
 		}
 		return errs
 	}())
+}
+
+// TestCacheConsultedBeforeDecoding: the verified-token cache answers before
+// the signature is decompressed or checked for the subgroup, and parsing a
+// token's text checks only the byte-level rules. To observe the order, the
+// test plants a signature outside G1 in the cache, which the verifier
+// itself never does (only verified signatures are stored): a check that
+// decoded before the lookup would refuse it.
+func TestCacheConsultedBeforeDecoding(t *testing.T) {
+	d := verifiertest.NewDealer("cache-order", 3)
+	v := New(d.Cluster)
+	tok := d.Token(t, "orders-db", 1, "client-a")
+	tok.Signature = bls12381test.NonSubgroupG1(11)
+	require.ErrorIs(t, New(d.Cluster).Verify(tok), crypto.ErrNotInSubgroup, "a fresh check refuses it")
+
+	v.cache.add(&tok)
+	require.NoError(t, v.Verify(tok))
+	require.NoError(t, v.VerifyFor(tok, "orders-db"))
+	got, err := v.ParseAndVerify(tok.String())
+	require.NoError(t, err)
+	require.Equal(t, tok, got)
+	require.Nil(t, v.VerifyBatch([]protocol.Token{tok})[0])
+	require.Zero(t, v.SignatureChecks(), "the cache answered every time")
 }

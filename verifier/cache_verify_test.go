@@ -3,7 +3,6 @@ package verifier_test
 import (
 	"context"
 	"errors"
-	"math/big"
 	"math/rand"
 	"testing"
 
@@ -36,18 +35,6 @@ func sentinel(t testing.TB, err error) error {
 	return nil
 }
 
-// malleate returns tok with the x+p encoding of its signature, or false if
-// x+p does not fit 32 bytes.
-func malleate(tok protocol.Token) (protocol.Token, bool) {
-	x := new(big.Int).SetBytes(tok.Signature[:32])
-	x.Add(x, bn256P)
-	if x.BitLen() > 256 {
-		return tok, false
-	}
-	x.FillBytes(tok.Signature[:32])
-	return tok, true
-}
-
 // TestCacheNeverAdmitsWhatFreshCheckRefuses caches valid tokens first, then
 // presents variants: a cached verifier must answer exactly as an uncached
 // one.
@@ -56,15 +43,7 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 	cached := verifier.New(fx.Cluster)
 	fresh := verifier.New(fx.Cluster, verifier.WithCacheSize(0))
 
-	var tok, mal protocol.Token
-	for epoch := uint64(1); ; epoch++ {
-		require.Less(t, epoch, uint64(40), "no signature with x+p below 2^256")
-		tok = fx.Token(t, "orders-db", epoch, "client-a")
-		var ok bool
-		if mal, ok = malleate(tok); ok {
-			break
-		}
-	}
+	tok, xPlusP := withModulus(t)
 	require.NoError(t, cached.Verify(tok))
 	require.NoError(t, cached.VerifyFor(tok, "orders-db"))
 
@@ -77,13 +56,24 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 		want     error
 	}{
 		{"cached", tok, "orders-db", nil},
-		{"malleated signature", mal, "orders-db", verifier.ErrInvalidToken},
 		{"epoch raised, same signature", func() protocol.Token { x := tok; x.Epoch++; return x }(), "orders-db", verifier.ErrInvalidToken},
 		{"holder changed, same signature", func() protocol.Token { x := tok; x.Holder.ID = "client-b"; return x }(), "orders-db", verifier.ErrInvalidToken},
 		{"resource changed, same signature", func() protocol.Token { x := tok; x.Resource = "orders-dc"; return x }(), "orders-dc", verifier.ErrInvalidToken},
 		{"other resource", tok, "bucket", verifier.ErrWrongResource},
 		{"other cluster ID", func() protocol.Token { x := tok; x.Cluster = renamed.ID; return x }(), "orders-db", verifier.ErrWrongCluster},
 		{"malformed holder", func() protocol.Token { x := tok; x.Holder.ID = "a b"; return x }(), "orders-db", verifier.ErrMalformedToken},
+	}
+	// Every encoding attack on the cached signature: other bytes, so a
+	// miss, and the fresh check's strict decoding refuses it.
+	for _, a := range encodingAttacks(tok.Signature, xPlusP) {
+		x := tok
+		x.Signature = a.sig
+		variants = append(variants, struct {
+			name     string
+			tok      protocol.Token
+			resource string
+			want     error
+		}{"signature: " + a.name, x, "orders-db", verifier.ErrInvalidToken})
 	}
 	for _, vt := range variants {
 		t.Run(vt.name, func(t *testing.T) {
@@ -95,8 +85,9 @@ func TestCacheNeverAdmitsWhatFreshCheckRefuses(t *testing.T) {
 			}
 		})
 	}
-	mErr := cached.Verify(mal)
-	require.ErrorIs(t, mErr, crypto.ErrMalformedPoint)
+	mal := tok
+	mal.Signature = xPlusP
+	require.ErrorIs(t, cached.Verify(mal), crypto.ErrMalformedPoint)
 
 	// The barrier still applies to a cached token.
 	store := verifier.NewMemoryStore()

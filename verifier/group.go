@@ -12,11 +12,12 @@ import (
 // checks run at once, each a plain pairing check, so light load sees no
 // change. Checks that arrive while every slot is busy wait; when a slot
 // frees, one of the waiters checks all of them together under the group
-// key with a random linear combination (VerifyBatch: two pairings for the
-// batch plus a little per token, about 0.3 ms a token at 10 against 2-3 ms
-// alone), and an invalid token is still found alone by bisection. A
-// client (or a resource) verifying many new tokens at once pays about a
-// tenth of the pairings.
+// key with a random linear combination (VerifyBatch: one multi-pairing for
+// the batch plus each token's decoding and hash to G1, about 0.4 ms of CPU
+// a token at 10 and 0.2 ms at 100, against about 0.55 ms alone), and an
+// invalid token is still found alone by bisection. A client (or a
+// resource) verifying many new tokens at once pays one multi-pairing per
+// batch instead of one per token.
 
 // checkGroup is the state of a Verifier's group checking.
 type checkGroup struct {

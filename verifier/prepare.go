@@ -5,11 +5,12 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-// Prepared is a token check started before the token exists: the half of
-// the pairing check that depends only on the statement (see
+// Prepared is a token check started before the token exists: the part of
+// the check that depends only on the statement, its hash to G1 (see
 // crypto.Prepared). A client knows the statement it asks the nodes to
 // sign, so it prepares the check while the votes come in, and checking
-// the combined token then costs one pairing instead of two.
+// the combined token then costs only the signature's decoding and one
+// multi-pairing.
 type Prepared struct {
 	st protocol.Statement
 	p  *crypto.Prepared

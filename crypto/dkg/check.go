@@ -7,7 +7,6 @@ import (
 	"crypto/hkdf"
 	"fmt"
 	"reflect"
-	"slices"
 
 	"go.dedis.ch/kyber/v3"
 	pedersen "go.dedis.ch/kyber/v3/share/dkg/pedersen"
@@ -166,10 +165,13 @@ func DealDealer(b []byte) (uint32, error) {
 }
 
 // checkDealPoints opens a deal addressed to this member the way kyber's
-// verifier does and checks that its commitments lie in G2's prime-order
-// subgroup before kyber stores anything: kyber decodes them without that
-// check. A deal that does not open is left to kyber to refuse. d.mu must
-// be held.
+// verifier does and decodes its commitments strictly, as every point from
+// another party is (flag bits, x below p, on the curve, in G2's prime-order
+// subgroup, not the identity), before kyber stores anything. kyber's own
+// decoding of the plaintext loses the reason a point was refused and
+// accepts the identity, so the commitments are first read as raw bytes
+// here. A deal that does not open is left to kyber to refuse. d.mu must be
+// held.
 func (d *DKG) checkDealPoints(dd *pedersen.Deal) error {
 	if d.newIdx < 0 || dd == nil || dd.Deal == nil {
 		return nil
@@ -215,7 +217,7 @@ func (d *DKG) checkDealPoints(dd *pedersen.Deal) error {
 	var point kyber.Point
 	var scalar kyber.Scalar
 	cons := protobuf.Constructors{
-		reflect.TypeOf(&point).Elem():  func() any { return g2suite.Point() },
+		reflect.TypeOf(&point).Elem():  func() any { return &rawPoint{} },
 		reflect.TypeOf(&scalar).Elem(): func() any { return g2suite.Scalar() },
 	}
 	if err := protobuf.DecodeWithConstructors(plain, deal, cons); err != nil {
@@ -224,5 +226,29 @@ func (d *DKG) checkDealPoints(dd *pedersen.Deal) error {
 	if len(deal.Commitments) > crypto.MaxNodes {
 		return fmt.Errorf("%w: %d commitments", ErrMalformed, len(deal.Commitments))
 	}
-	return checkG2Subgroup("commitment", slices.Clip(deal.Commitments))
+	for i, c := range deal.Commitments {
+		raw, ok := c.(*rawPoint)
+		if !ok {
+			return fmt.Errorf("%w: commitment %d is not a G2 point", ErrMalformed, i)
+		}
+		if _, err := decodeG2Subgroup(raw.b); err != nil {
+			return fmt.Errorf("commitment %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// rawPoint keeps the bytes of a point that kyber's plaintext decoding
+// meets, so that checkDealPoints can decode them strictly itself. Only
+// UnmarshalBinary may be called on it: its other kyber.Point methods are
+// those of a nil interface.
+type rawPoint struct {
+	kyber.Point
+	b []byte
+}
+
+// UnmarshalBinary keeps a copy of b.
+func (p *rawPoint) UnmarshalBinary(b []byte) error {
+	p.b = bytes.Clone(b)
+	return nil
 }

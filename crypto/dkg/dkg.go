@@ -1,5 +1,5 @@
 // Package dkg is one member's side of Palisade's distributed key generation
-// and resharing: kyber's Pedersen DKG over bn256 G2, with strict wire forms
+// and resharing: kyber's Pedersen DKG over BLS12-381 G2, with strict wire forms
 // for its deals, responses and justifications and the checks a relaying
 // member needs. It does no I/O (internal/dkg moves the messages). It is
 // apart from package crypto so that what embeds the verifier links neither
@@ -22,7 +22,6 @@ import (
 	"sync"
 
 	"go.dedis.ch/kyber/v3"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 	"go.dedis.ch/kyber/v3/share"
 	pedersen "go.dedis.ch/kyber/v3/share/dkg/pedersen"
 	vss "go.dedis.ch/kyber/v3/share/vss/pedersen"
@@ -30,6 +29,7 @@ import (
 	"go.dedis.ch/kyber/v3/util/random"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381"
 )
 
 // DKG errors callers can branch on.
@@ -94,7 +94,7 @@ func (k *Key) MarshalBinary() ([]byte, error) { return k.s.MarshalBinary() }
 // Public returns the key's public point.
 func (k *Key) Public() crypto.PublicKey {
 	var p crypto.PublicKey
-	b, _ := k.pub.MarshalBinary() // bn256 marshalling cannot fail
+	b, _ := k.pub.MarshalBinary() // marshalling a G2 point cannot fail
 	copy(p[:], b)
 	return p
 }
@@ -150,7 +150,7 @@ type Config struct {
 }
 
 // DKG is one member's state machine for a Pedersen DKG or a resharing,
-// wrapping kyber's share/dkg/pedersen over bn256 G2. It does no I/O: the
+// wrapping kyber's share/dkg/pedersen over BLS12-381 G2. It does no I/O: the
 // caller moves the encoded deals, responses and justifications between
 // members. It is safe for concurrent use.
 type DKG struct {
@@ -170,11 +170,11 @@ type DKG struct {
 	timedOut bool
 }
 
-// dkgSuite is the bn256 G2 suite whose random stream can be pinned to a
+// dkgSuite is the BLS12-381 G2 suite whose random stream can be pinned to a
 // seeded XOF while the dealer is built (reproducible polynomial) and is
 // fresh crypto/rand afterwards (nonces, ephemeral keys).
 type dkgSuite struct {
-	*bn256.Suite
+	*bls12381.GroupSuite
 	mu     sync.Mutex
 	seeded cipher.Stream
 }
@@ -204,11 +204,11 @@ func New(c Config) (*DKG, error) {
 	}
 	newPts, err := dkgPoints(c.NewNodes)
 	if err != nil {
-		return bad("new nodes: %v", err)
+		return nil, fmt.Errorf("%w: new nodes: %w", ErrConfig, err)
 	}
 	self := c.Key.Public()
 	d := &DKG{cfg: c, newIdx: slices.Index(c.NewNodes, self), oldIdx: -1, justified: map[uint32]*vss.Deal{}, missing: map[uint32][][]byte{}}
-	su := &dkgSuite{Suite: bn256.NewSuiteG2()}
+	su := &dkgSuite{GroupSuite: bls12381.NewSuiteG2()}
 	su.seeded = su.XOF(append([]byte("palisade/dkg/poly/v1\x00"), c.Seed[:]...))
 	kc := &pedersen.Config{
 		Suite:          su,
@@ -225,7 +225,7 @@ func New(c Config) (*DKG, error) {
 		}
 		oldPts, err := dkgPoints(c.OldNodes)
 		if err != nil {
-			return bad("old nodes: %v", err)
+			return nil, fmt.Errorf("%w: old nodes: %w", ErrConfig, err)
 		}
 		d.oldIdx = slices.Index(c.OldNodes, self)
 		kc.OldNodes = oldPts

@@ -308,7 +308,10 @@ func TestDKGReshare(t *testing.T) {
 	// 7 -> 4: members 1 and 2 stay, the others leave.
 	_, shares4, gk4 := reshare(t, ms7, shares7, gk7, 4, 2, nil)
 	require.Equal(t, 4, gk4.N())
-	checkSigns(t, gk4, shares4[:3], "again")
+	require.Equal(t, gk.PublicKey(), gk4.PublicKey(), "4 -> 7 -> 4 keeps the group key")
+	again := checkSigns(t, gk4, shares4[:3], "again")
+	require.NoError(t, gk.Verify([]byte("again"), again))
+	require.NoError(t, gk4.Verify([]byte("before"), before))
 
 	// A removed member's old share does not combine with new partials.
 	removed := shares7[5]

@@ -2,6 +2,7 @@ package dkg
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,7 +54,9 @@ var dkgFuzzTargets = map[string]func([]byte) ([]byte, error){
 
 // dkgSeeds makes valid messages from a real 4-member ceremony with one
 // corrupted deal (so there is a complaint and a justification), and
-// invalid variants of each.
+// invalid variants of each: bad header, truncated, trailing bytes, bad
+// scalars and counts, and every point replaced by each encoding that
+// badG2 lists (outside the subgroup, identity, no point, x + p, flags).
 func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 	ms := newMembers(t, 4)
 	var dkgs []*DKG
@@ -75,18 +78,28 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 	require.NoError(t, err)
 	require.NotNil(t, just)
 
-	variants := func(valid []byte, extra map[string][]byte) map[string][]byte {
+	variants := func(target string, valid []byte, extra map[string][]byte) map[string][]byte {
 		out := map[string][]byte{
-			"valid":               valid,
-			"invalid-empty":       {},
-			"invalid-version":     append([]byte{9}, valid[1:]...),
-			"invalid-kind":        append([]byte{valid[0], 7}, valid[2:]...),
-			"invalid-truncated":   valid[:len(valid)-1],
-			"invalid-trailing":    append(bytes.Clone(valid), 0),
-			"invalid-index-range": append(append([]byte{valid[0], valid[1]}, 0xff, 0xff, 0xff, 0xff), valid[6:]...),
+			"valid":                    valid,
+			"invalid-empty":            {},
+			"invalid-version":          append([]byte{9}, valid[1:]...),
+			"invalid-version-1":        append([]byte{1}, valid[1:]...),
+			"invalid-kind":             append([]byte{valid[0], 7}, valid[2:]...),
+			"invalid-truncated":        valid[:len(valid)-1],
+			"invalid-truncated-header": valid[:6],
+			"invalid-truncated-point":  valid[:len(valid)-SchnorrSignatureSize+crypto.PublicKeySize/2],
+			"invalid-trailing":         append(bytes.Clone(valid), 0),
+			"invalid-index-range":      append(append([]byte{valid[0], valid[1]}, 0xff, 0xff, 0xff, 0xff), valid[6:]...),
 		}
 		for k, v := range extra {
 			out[k] = v
+		}
+		// Every point replaced by each bad encoding.
+		for i, sp := range pointSpots(target, valid) {
+			cur := valid[sp.at : sp.at+crypto.PublicKeySize]
+			for _, bp := range badG2(t, uint64(11+i), cur) {
+				out["invalid-point-"+sp.name+"-"+bp.name] = withPoint(valid, sp.at, bp.b)
+			}
 		}
 		return out
 	}
@@ -96,23 +109,38 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 		return c
 	}
 	return map[string]map[string][]byte{
-		"FuzzDecodeDeal": variants(deals[2], map[string][]byte{
+		"FuzzDecodeDeal": variants("FuzzDecodeDeal", deals[2], map[string][]byte{
 			"valid-corrupt-share": badDeal,
 			"invalid-dh-key":      flip(deals[2], 6),
 			"invalid-cipher-len":  flip(deals[2], 6+crypto.PublicKeySize+SchnorrSignatureSize+NonceSize),
+			"invalid-cipher-cap": func() []byte {
+				c := bytes.Clone(deals[2])
+				binary.BigEndian.PutUint32(c[6+crypto.PublicKeySize+SchnorrSignatureSize+NonceSize:], MaxCipherSize+1)
+				return c
+			}(),
+			"invalid-dh-sig-scalar": func() []byte {
+				c := bytes.Clone(deals[2])
+				copy(c[6+crypto.PublicKeySize+crypto.PublicKeySize:], bytes.Repeat([]byte{0xff}, crypto.ScalarSize))
+				return c
+			}(),
 		}),
-		"FuzzDecodeResponse": variants(resp, map[string][]byte{
+		"FuzzDecodeResponse": variants("FuzzDecodeResponse", resp, map[string][]byte{
 			"valid-complaint": complaint,
 			"invalid-status":  func() []byte { c := bytes.Clone(resp); c[6+SessionIDSize+4] = 2; return c }(),
 			"invalid-sig":     flip(resp, len(resp)-SchnorrSignatureSize),
 		}),
-		"FuzzDecodeJustification": variants(just, map[string][]byte{
+		"FuzzDecodeJustification": variants("FuzzDecodeJustification", just, map[string][]byte{
 			"invalid-share-scalar": func() []byte {
 				c := bytes.Clone(just)
 				copy(c[6+32+4+32+4:], bytes.Repeat([]byte{0xff}, crypto.ScalarSize))
 				return c
 			}(),
 			"invalid-commitment": flip(just, len(just)-SchnorrSignatureSize-10),
+			"invalid-commitment-count": func() []byte {
+				c := bytes.Clone(just)
+				c[6+32+4+32+4+crypto.ScalarSize+4+1]++
+				return c
+			}(),
 		}),
 	}
 }
@@ -130,6 +158,7 @@ func corpusPath(target, name string) string {
 func TestDKGSeedCorpus(t *testing.T) {
 	if *writeDKGCorpus {
 		for target, seeds := range dkgSeeds(t) {
+			require.NoError(t, os.RemoveAll(filepath.Join("testdata", "fuzz", target)))
 			require.NoError(t, os.MkdirAll(filepath.Join("testdata", "fuzz", target), 0o755))
 			for name, b := range seeds {
 				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
@@ -153,6 +182,9 @@ func TestDKGSeedCorpus(t *testing.T) {
 			} else if strings.HasPrefix(e.Name(), "invalid") {
 				invalid++
 				require.ErrorIs(t, err, ErrMalformed, "%s/%s", target, e.Name())
+				if strings.HasPrefix(e.Name(), "invalid-point-") {
+					require.ErrorIs(t, err, crypto.ErrMalformedPoint, "%s/%s", target, e.Name())
+				}
 			}
 		}
 		require.Positive(t, valid, target)

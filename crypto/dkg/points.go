@@ -4,14 +4,14 @@ import (
 	"fmt"
 
 	"go.dedis.ch/kyber/v3"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381"
 )
 
-// g2suite is the bn256 suite over G2, where ceremony keys, commitments and
+// g2suite is the BLS12-381 suite over G2, where ceremony keys, commitments and
 // Schnorr signatures live (the group of crypto.PublicKey).
-var g2suite = bn256.NewSuiteG2()
+var g2suite = bls12381.NewSuiteG2()
 
 // decodeG2Subgroup decodes a G2 point that arrives from another party as
 // crypto.ParsePublicKey does: canonical, not the identity, in the
@@ -32,18 +32,7 @@ func decodeG2(b []byte) (kyber.Point, error) {
 	return p, nil
 }
 
-// checkG2Subgroup checks points decoded by someone else (kyber's protobuf
-// decoder for a deal's commitments).
-func checkG2Subgroup(what string, pts []kyber.Point) error {
-	for i, p := range pts {
-		if p == nil || !crypto.InG2Subgroup(p) {
-			return fmt.Errorf("%s %d: %w", what, i, crypto.ErrNotInSubgroup)
-		}
-	}
-	return nil
-}
-
-// encodePoints marshals points (bn256 marshalling cannot fail).
+// encodePoints marshals points (marshalling a G2 point cannot fail).
 func encodePoints(pts []kyber.Point) [][]byte {
 	out := make([][]byte, len(pts))
 	for i, p := range pts {

@@ -21,22 +21,31 @@ import (
 )
 
 // Wire forms of the DKG messages. Each starts with WireVersion and a
-// kind byte; integers are big-endian; points and scalars have fixed sizes
-// and are decoded strictly (canonical, on the curve, not the identity, G2
-// points in the prime-order subgroup);
-// nothing may follow the message.
+// kind byte; integers are big-endian; points and scalars have fixed sizes.
+// A point is a compressed BLS12-381 G2 point of crypto.PublicKeySize (96)
+// bytes, decoded strictly as crypto.ParsePublicKey does: flag bits, x
+// below p, on the curve, in the prime-order subgroup, not the identity. A
+// scalar is crypto.ScalarSize (32) bytes, big-endian and below the group
+// order. Nothing may follow the message.
 const (
-	// WireVersion is the version byte of every DKG message.
-	WireVersion = 1
+	// WireVersion is the version byte of every DKG message. The messages
+	// of the bn256 release had version 1 and 128-byte points; they do not
+	// decode here.
+	WireVersion = 2
 	// SchnorrSignatureSize is the size of a kyber Schnorr signature over
-	// G2: a point and a scalar.
+	// G2: a point and a scalar, 96 + 32 = 128 bytes.
 	SchnorrSignatureSize = crypto.PublicKeySize + crypto.ScalarSize
 	// SessionIDSize is the size of a VSS session ID (SHA-256).
 	SessionIDSize = 32
 	// NonceSize is the AES-GCM nonce size of an encrypted deal.
 	NonceSize = 12
-	// MaxCipherSize caps an encrypted deal's ciphertext: a deal carries
-	// t commitments of crypto.PublicKeySize bytes, t at most crypto.MaxNodes.
+	// MaxCipherSize caps an encrypted deal's ciphertext. The plaintext is
+	// kyber's protobuf encoding of the deal: a session ID, a share scalar,
+	// t, and t commitments of crypto.PublicKeySize bytes with 2 bytes of
+	// framing each, t at most crypto.MaxNodes; AES-GCM adds 16 bytes. The
+	// largest deal an honest dealer makes is thus about 98 KiB (a test
+	// checks it fits); the cap leaves room for a different framing but
+	// still bounds what a dealer can make a member decrypt and decode.
 	MaxCipherSize = 256 << 10
 
 	dkgKindDeal          = 1
@@ -402,6 +411,17 @@ func decodeJustification(b []byte) (*pedersen.Justification, error) {
 // kyber's vss.Dealer does (signed ephemeral DH key, HKDF, AES-GCM). It is
 // used only to forge bad deals for fault-injection tests (DKG.CorruptDeal).
 func encryptDeal(long *Key, verifiers []kyber.Point, i int, deal *vss.Deal) (*vss.EncryptedDeal, error) {
+	plain, err := protobuf.Encode(deal)
+	if err != nil {
+		return nil, err
+	}
+	return sealDeal(long, verifiers, i, plain)
+}
+
+// sealDeal encrypts an encoded VSS deal to verifier i as encryptDeal does.
+// Tests use it to seal plaintexts that kyber would not encode (points
+// that are not in G2).
+func sealDeal(long *Key, verifiers []kyber.Point, i int, plain []byte) (*vss.EncryptedDeal, error) {
 	dhSecret := g2suite.Scalar().Pick(random.New())
 	dhPublic := g2suite.Point().Mul(dhSecret, nil)
 	dhBytes, _ := dhPublic.MarshalBinary()
@@ -427,10 +447,6 @@ func encryptDeal(long *Key, verifiers []kyber.Point, i int, deal *vss.Deal) (*vs
 		return nil, err
 	}
 	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	plain, err := protobuf.Encode(deal)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -17,14 +19,30 @@ func verifyFlags(fs *flag.FlagSet, c *Config) {
 }
 
 // verifyResult is what "palisade verify --json" prints: the token's fields
-// when it decodes, and the check's result.
+// when it decodes, the check's result, and what an outside implementation
+// of the ciphersuite needs to check the signature itself in one call
+// (docs/token-format.md, "Checking a token elsewhere").
 type verifyResult struct {
 	// Valid is true only if the token verifies for this cluster.
 	Valid bool `json:"valid"`
 	*tokenFields
-	// Signature is "valid", "invalid", or "not_checked" (the token did
-	// not decode, or names another cluster).
-	Signature string `json:"signature"`
+	// SignatureCheck is "valid", "invalid", or "not_checked" (the token
+	// did not decode, or names another cluster).
+	SignatureCheck string `json:"signature_check"`
+	// Ciphersuite is the signatures' ciphersuite ID (crypto.Ciphersuite).
+	Ciphersuite string `json:"ciphersuite"`
+	// DST is the domain separation tag of hash_to_G1, as text: for this
+	// ciphersuite it is the ciphersuite ID itself.
+	DST string `json:"dst"`
+	// GroupKey is the cluster's group public key, hex of the 96-byte
+	// compressed G2 point.
+	GroupKey string `json:"group_key"`
+	// Message is hex of the exact bytes the group signed (the token's
+	// statement, protocol.Statement.SignedBytes), when the token decodes.
+	Message string `json:"message,omitempty"`
+	// Signature is hex of the token's 48-byte signature, a compressed G1
+	// point, when the token decodes.
+	Signature string `json:"signature,omitempty"`
 	// Error says why the token was refused.
 	Error *verifyError `json:"error,omitempty"`
 }
@@ -48,21 +66,25 @@ type verifyError struct {
 // verifyJSON checks text like runVerify and prints the result as one JSON
 // object on w. A refused token is printed too, and returned as an error.
 func verifyJSON(w io.Writer, v *verifier.Verifier, text string) error {
-	res := verifyResult{Signature: "not_checked"}
+	key := v.PublicKey()
+	res := verifyResult{SignatureCheck: "not_checked", Ciphersuite: crypto.Ciphersuite, DST: crypto.Ciphersuite,
+		GroupKey: hex.EncodeToString(key[:])}
 	tok, err := protocol.ParseTokenText(text)
 	if err == nil {
 		res.tokenFields = &tokenFields{Cluster: tok.Cluster.String(), Resource: tok.Resource, Epoch: tok.Epoch,
 			Holder: tok.Holder.ID, Session: tok.Holder.Session.String()}
+		res.Message = hex.EncodeToString(tok.Statement.SignedBytes())
+		res.Signature = hex.EncodeToString(tok.Signature[:])
 		err = v.Verify(tok)
 	} else {
 		_, err = v.ParseAndVerify(text) // the verifier's own words for it
 	}
 	switch code := verifyCode(err); code {
 	case "":
-		res.Valid, res.Signature = true, "valid"
+		res.Valid, res.SignatureCheck = true, "valid"
 	default:
 		if code == "invalid_signature" {
-			res.Signature = "invalid"
+			res.SignatureCheck = "invalid"
 		}
 		res.Error = &verifyError{Code: code, Message: err.Error()}
 	}

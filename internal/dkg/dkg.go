@@ -1,8 +1,8 @@
 // Package dkg runs Palisade's distributed key generation and resharing
-// ceremonies over libp2p. The cryptography (kyber's Pedersen DKG over bn256
-// G2) lives in package crypto/dkg; this package moves its messages between
-// members, enforces phase timeouts, reports who is missing, keeps crash
-// state and writes each member's node directory.
+// ceremonies over libp2p. The cryptography (kyber's Pedersen DKG over
+// BLS12-381 G2) lives in package crypto/dkg; this package moves its
+// messages between members, enforces phase timeouts, reports who is
+// missing, keeps crash state and writes each member's node directory.
 //
 // The ceremony is pull-based: each member serves, on ProtoFetch, what it
 // has for each phase (its signed ceremony key and the keys it relays, the
@@ -71,13 +71,16 @@ var (
 	// ceremony (another member list, key set or cluster.json).
 	ErrDiverged = errors.New("dkg: members disagree")
 	// ErrState reports a crash-state file that belongs to another ceremony
+	// or was written by a release of another state version or ciphersuite,
 	// or an output directory that already holds a key.
 	ErrState = errors.New("dkg: ceremony state")
 )
 
 // StateFileName is the crash-state file kept (mode 0600) in the output
 // directory while a ceremony runs. It holds the member's ceremony key and
-// dealer seed, so a restarted member deals exactly the same shares again.
+// dealer seed, so a restarted member deals exactly the same shares again,
+// with its version and ciphersuite, so that no other release's key
+// resumes.
 const StateFileName = "dkg-state.json"
 
 // Config configures one member's side of a ceremony.
@@ -333,7 +336,10 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil
 	}
 	h := sha256.New()
-	h.Write([]byte("palisade/dkg/ceremony/v1\x00"))
+	// The ciphersuite keeps members of releases on different curves in
+	// different ceremonies: they refuse each other's requests as another
+	// ceremony's instead of misreading each other's points.
+	h.Write([]byte("palisade/dkg/ceremony/v2\x00" + crypto.Ciphersuite + "\x00"))
 	h.Write(cfg.Members.canonical())
 	if oc := cfg.OldCluster; oc != nil {
 		if oc.File.Name != cfg.Members.Name {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/big"
 	mrand "math/rand"
 	"path/filepath"
 	"strings"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
 	"github.com/palisade-dev/palisade/internal/dkg/dkgtest"
 	"github.com/palisade-dev/palisade/node"
@@ -115,8 +114,8 @@ func (f *forger) answer(t *testing.T) func(r *runner, to peer.ID, kind uint8, re
 			// Its own ceremony key, outside the G2 subgroup but signed by
 			// its identity, ahead of the genuine one; and another member's
 			// key under its own signature.
-			var bad crypto.PublicKey
-			copy(bad[:], outsideG2Subgroup(t, int64(len(to))))
+			nonSub := bls12381test.NonSubgroupG2(uint64(len(to)))
+			bad := crypto.PublicKey(nonSub)
 			k := keyRecord{Ceremony: r.ceremony, PeerID: r.self.String(), Key: bad}
 			sig, err := f.tm.ids[f.self].Sign(k.signedBytes())
 			require.NoError(t, err)
@@ -352,61 +351,4 @@ func TestDKGByzantineRelays(t *testing.T) {
 			require.Contains(t, br.outs[i].String(), "skipping the rest", "member %d", i+1)
 		}
 	})
-}
-
-// outsideG2Subgroup returns the canonical encoding of a point on bn256's
-// G2 twist outside the prime-order subgroup (x = tag + i·1, upwards until
-// x³ + b is a square; b = y² − x³ from the generator; no cofactor
-// clearing). crypto's tests check such points in detail.
-func outsideG2Subgroup(t *testing.T, tag int64) []byte {
-	t.Helper()
-	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
-	type fp2 struct{ a, b *big.Int } // a + b·i, i² = −1
-	mod := func(x *big.Int) *big.Int { return x.Mod(x, p) }
-	mul := func(x, y fp2) fp2 {
-		return fp2{mod(new(big.Int).Sub(new(big.Int).Mul(x.a, y.a), new(big.Int).Mul(x.b, y.b))),
-			mod(new(big.Int).Add(new(big.Int).Mul(x.a, y.b), new(big.Int).Mul(x.b, y.a)))}
-	}
-	sqrtP := func(x *big.Int) *big.Int {
-		r := new(big.Int).Exp(x, new(big.Int).Rsh(new(big.Int).Add(p, big.NewInt(1)), 2), p)
-		if mod(new(big.Int).Mul(r, r)).Cmp(mod(new(big.Int).Set(x))) != 0 {
-			return nil
-		}
-		return r
-	}
-	from := func(b []byte) fp2 { return fp2{new(big.Int).SetBytes(b[32:64]), new(big.Int).SetBytes(b[:32])} }
-	gen, err := bn256.NewSuiteG2().Point().Base().MarshalBinary()
-	require.NoError(t, err)
-	gx, gy := from(gen[:64]), from(gen[64:])
-	x3 := mul(mul(gx, gx), gx)
-	y2 := mul(gy, gy)
-	b := fp2{mod(new(big.Int).Sub(y2.a, x3.a)), mod(new(big.Int).Sub(y2.b, x3.b))}
-	half := new(big.Int).ModInverse(big.NewInt(2), p)
-	for i := tag; ; i++ {
-		x := fp2{big.NewInt(i), big.NewInt(1)}
-		c := mul(mul(x, x), x)
-		c = fp2{mod(c.a.Add(c.a, b.a)), mod(c.b.Add(c.b, b.b))}
-		n := sqrtP(mod(new(big.Int).Add(new(big.Int).Mul(c.a, c.a), new(big.Int).Mul(c.b, c.b))))
-		if n == nil {
-			continue
-		}
-		for _, s := range []*big.Int{n, new(big.Int).Neg(n)} {
-			ya := sqrtP(mod(new(big.Int).Mul(new(big.Int).Add(c.a, s), half)))
-			if ya == nil || ya.Sign() == 0 {
-				continue
-			}
-			y := fp2{ya, mod(new(big.Int).Mul(c.b, new(big.Int).ModInverse(new(big.Int).Lsh(ya, 1), p)))}
-			if yy := mul(y, y); yy.a.Cmp(c.a) != 0 || yy.b.Cmp(c.b) != 0 {
-				continue
-			}
-			enc := make([]byte, 128)
-			x.b.FillBytes(enc[0:32])
-			x.a.FillBytes(enc[32:64])
-			y.b.FillBytes(enc[64:96])
-			y.a.FillBytes(enc[96:128])
-			pt := bn256.NewSuiteG2().Point()
-			require.NoError(t, pt.UnmarshalBinary(enc), "on the twist")
-			return enc
-		}
-	}
 }

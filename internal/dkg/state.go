@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/palisade-dev/palisade/crypto"
 	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
 )
 
@@ -287,11 +288,36 @@ func (e *QuorumError) Is(target error) bool { return target == ErrTooFewMembers 
 // sent anything refused, and none answered from another ceremony.
 func (e *QuorumError) TimedOut() bool { return len(e.Refused) == 0 && len(e.Other) == 0 }
 
+// stateVersion is the version of the crash-state file this release
+// writes and reads. The bn256 release wrote no version (read as 1); its
+// ceremony key is a scalar of another curve, which must never resume here.
+const stateVersion = 2
+
 // ceremonyState is the crash-state file.
 type ceremonyState struct {
-	Ceremony string `json:"ceremony"`
-	Key      string `json:"dkg_key"`
-	Seed     string `json:"seed"`
+	// Version is stateVersion.
+	Version int `json:"version"`
+	// Ciphersuite is crypto.Ciphersuite, naming the curve of the key.
+	Ciphersuite string `json:"ciphersuite"`
+	Ceremony    string `json:"ceremony"`
+	Key         string `json:"dkg_key"`
+	Seed        string `json:"seed"`
+}
+
+// checkVersion refuses a crash state of another version or ciphersuite,
+// naming it and what to do.
+func (st ceremonyState) checkVersion(path string) error {
+	const restart = "run with --restart to discard it and start the ceremony again (every other member must restart too)"
+	switch {
+	case st.Version == 0 || st.Version == 1:
+		return fmt.Errorf("%w: %s is crash-state version 1, written by the bn256 release; this release reads only version %d (%s, ciphersuite %s): %s",
+			ErrState, path, stateVersion, crypto.CurveName, crypto.Ciphersuite, restart)
+	case st.Version != stateVersion:
+		return fmt.Errorf("%w: %s is crash-state version %d; this release reads only version %d: %s", ErrState, path, st.Version, stateVersion, restart)
+	case st.Ciphersuite != crypto.Ciphersuite:
+		return fmt.Errorf("%w: %s holds a key for ciphersuite %q; this release uses %q: %s", ErrState, path, st.Ciphersuite, crypto.Ciphersuite, restart)
+	}
+	return nil
 }
 
 // resumeStep is what the crash-state decision asks of the driver.
@@ -324,7 +350,10 @@ func resume(path string, b []byte, readErr error, cid string, restart bool) (res
 	}
 	var st ceremonyState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return 0, nil, seed, fmt.Errorf("%w: %s: %v", ErrState, path, err)
+		return 0, nil, seed, fmt.Errorf("%w: %s: %w", ErrState, path, err)
+	}
+	if err := st.checkVersion(path); err != nil {
+		return 0, nil, seed, err
 	}
 	if st.Ceremony != cid {
 		return 0, nil, seed, fmt.Errorf("%w: %s belongs to another ceremony (another member list or old cluster); run with --restart to discard it", ErrState, path)
@@ -336,7 +365,7 @@ func resume(path string, b []byte, readErr error, cid string, restart bool) (res
 	}
 	key, err := cdkg.ParseKey(kb)
 	if err != nil {
-		return 0, nil, seed, fmt.Errorf("%w: %s: %v", ErrState, path, err)
+		return 0, nil, seed, fmt.Errorf("%w: %s: %w", ErrState, path, err)
 	}
 	copy(seed[:], sb)
 	return stateResume, key, seed, nil
@@ -345,6 +374,6 @@ func resume(path string, b []byte, readErr error, cid string, restart bool) (res
 // marshalState is the crash-state file for a fresh ceremony key and seed.
 func marshalState(cid string, key *cdkg.Key, seed [cdkg.SeedSize]byte) []byte {
 	kb, _ := key.MarshalBinary()
-	b, _ := json.Marshal(ceremonyState{Ceremony: cid, Key: hex.EncodeToString(kb), Seed: hex.EncodeToString(seed[:])})
+	b, _ := json.Marshal(ceremonyState{Version: stateVersion, Ciphersuite: crypto.Ciphersuite, Ceremony: cid, Key: hex.EncodeToString(kb), Seed: hex.EncodeToString(seed[:])})
 	return b
 }

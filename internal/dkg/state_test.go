@@ -2,6 +2,7 @@ package dkg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand"
@@ -306,6 +307,20 @@ func TestResume(t *testing.T) {
 	require.NoError(t, err)
 	seed := [cdkg.SeedSize]byte{7}
 	saved := marshalState("cid", key, seed)
+	var st ceremonyState
+	require.NoError(t, json.Unmarshal(saved, &st))
+	require.Equal(t, stateVersion, st.Version)
+	require.Equal(t, crypto.Ciphersuite, st.Ciphersuite)
+	kb, err := key.MarshalBinary()
+	require.NoError(t, err)
+	// The bn256 release wrote no version; its 32-byte key would parse as
+	// a scalar here, so only the version keeps it from resuming.
+	bn256State := []byte(fmt.Sprintf(`{"ceremony":"cid","dkg_key":"%x","seed":"%x"}`, kb, seed))
+	withVersion := func(v int, suite string) []byte {
+		b, err := json.Marshal(ceremonyState{Version: v, Ciphersuite: suite, Ceremony: "cid", Key: fmt.Sprintf("%x", kb), Seed: fmt.Sprintf("%x", seed)})
+		require.NoError(t, err)
+		return b
+	}
 	for _, tc := range []struct {
 		name    string
 		b       []byte
@@ -321,13 +336,21 @@ func TestResume(t *testing.T) {
 		{"unreadable state", nil, errors.New("permission denied"), false, 0, "dkg: permission denied"},
 		{"another ceremony", marshalState("other", key, seed), nil, false, 0, "belongs to another ceremony"},
 		{"not JSON", []byte("{"), nil, false, 0, "ceremony state: st.json"},
-		{"corrupt seed", []byte(`{"ceremony":"cid","dkg_key":"00","seed":"zz"}`), nil, false, 0, "st.json is corrupt"},
-		{"zero key", []byte(`{"ceremony":"cid","dkg_key":"` + strings.Repeat("00", 32) + `","seed":"` + strings.Repeat("00", 32) + `"}`), nil, false, 0, "zero scalar"},
+		{"corrupt seed", []byte(`{"version":2,"ciphersuite":"` + crypto.Ciphersuite + `","ceremony":"cid","dkg_key":"00","seed":"zz"}`), nil, false, 0, "st.json is corrupt"},
+		{"zero key", withZeroKey(t, saved), nil, false, 0, "zero scalar"},
+		{"bn256 release state", bn256State, nil, false, 0, "st.json is crash-state version 1, written by the bn256 release; this release reads only version 2 (BLS12-381, ciphersuite " + crypto.Ciphersuite + "): run with --restart"},
+		{"version 1", withVersion(1, ""), nil, false, 0, "crash-state version 1"},
+		{"restart discards a bn256 state", bn256State, nil, true, stateErase, ""},
+		{"a later version", withVersion(3, crypto.Ciphersuite), nil, false, 0, "st.json is crash-state version 3; this release reads only version 2: run with --restart"},
+		{"another ciphersuite", withVersion(stateVersion, "BLS_SIG_BN254G1_XMD:SHA-256_SVDW_RO_NUL_"), nil, false, 0, `ciphersuite "BLS_SIG_BN254G1_XMD:SHA-256_SVDW_RO_NUL_"; this release uses "` + crypto.Ciphersuite + `": run with --restart`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			step, k, s, err := resume("st.json", tc.b, tc.readErr, "cid", tc.restart)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
+				if tc.readErr == nil {
+					require.ErrorIs(t, err, ErrState)
+				}
 				return
 			}
 			require.NoError(t, err)
@@ -338,4 +361,14 @@ func TestResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withZeroKey returns a crash state with its key replaced by zero.
+func withZeroKey(t *testing.T, saved []byte) []byte {
+	var st ceremonyState
+	require.NoError(t, json.Unmarshal(saved, &st))
+	st.Key = strings.Repeat("00", crypto.ScalarSize)
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	return b
 }

@@ -18,8 +18,10 @@ import (
 // accepts commands. It is distinct from the token plane's protocol IDs.
 const ProtoFetch = "/palisade/dkg/fetch/1.0.0"
 
-// MaxFrameSize caps a ceremony frame (a list of N² responses for N up to a
-// few dozen members fits with room to spare).
+// MaxFrameSize caps a ceremony frame. A response is 171 bytes with
+// 96-byte points, so a list of N² responses fits for N up to about 150
+// members; a deal of at most crypto/dkg's MaxCipherSize fits with room to
+// spare (TestWireBounds).
 const MaxFrameSize = 4 << 20
 
 // Fetch kinds: what a request asks for.
@@ -44,7 +46,11 @@ const (
 	wireVersion = 1
 	keyDomain   = "palisade/dkg/key/v1\x00"
 	maxList     = 1 << 16
-	maxItem     = cdkg.MaxCipherSize + 1024
+	// maxItem caps one list item (a key record, response, complaint or
+	// justification). The largest is a justification for t =
+	// crypto.MaxNodes, about 96 KiB; the cap would hold even a deal
+	// (MaxCipherSize and 374 bytes), which travels outside lists.
+	maxItem = cdkg.MaxCipherSize + 1024
 )
 
 var errMalformed = errors.New("dkg: malformed ceremony message")
@@ -158,7 +164,7 @@ func parseKeyRecord(b []byte) (keyRecord, error) {
 	b = b[n:]
 	key, err := crypto.ParsePublicKey(b[:crypto.PublicKeySize])
 	if err != nil {
-		return k, fmt.Errorf("%w: key record: %v", errMalformed, err)
+		return k, fmt.Errorf("%w: key record: %w", errMalformed, err)
 	}
 	k.Key = key
 	b = b[crypto.PublicKeySize:]
