@@ -23,11 +23,21 @@ import (
 
 // Files in a node directory.
 const (
-	ClusterFileName  = "cluster.json"
-	ShareFileName    = "share.key"
+	// ClusterFileName is the cluster file (protocol.ClusterFileVersion).
+	ClusterFileName = "cluster.json"
+	// ShareFileName holds the node's secret share, mode 0600, in the
+	// versioned format of WriteShareFile (ShareFileVersion).
+	ShareFileName = "share.key"
+	// IdentityFileName holds the node's libp2p identity key, mode 0600, in
+	// libp2p's own encoding, which names the key type (Ed25519). It holds
+	// nothing of the signing curve, so it needs no version of Palisade's:
+	// a member keeps its identity, and its peer ID, through a new DKG.
 	IdentityFileName = "identity.key"
-	NodeFileName     = "node.json"
-	StoreFileName    = "votes.db"
+	// NodeFileName holds the node's own settings (NodeFile).
+	NodeFileName = "node.json"
+	// StoreFileName is the node's vote store (BoltStore,
+	// StoreFormatVersion).
+	StoreFileName = "votes.db"
 	// EvidenceFileName holds evidence of equivocation the node saw, one
 	// JSON object per line: {"a": "<hex SignedVote>", "b": "..."}.
 	EvidenceFileName = "evidence.jsonl"
@@ -39,8 +49,9 @@ type NodeFile struct {
 	Listen []string `json:"listen"`
 }
 
-// WriteDir creates a node directory: the cluster file, the secret share and
-// identity (mode 0600) and node.json.
+// WriteDir creates a node directory: the cluster file, the secret share
+// (in the versioned share file format, see ShareFileVersion) and identity
+// (mode 0600) and node.json.
 func WriteDir(dir string, cf protocol.ClusterFile, share *crypto.Share, id lcrypto.PrivKey, listen []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("node: create %s: %w", dir, err)
@@ -48,11 +59,7 @@ func WriteDir(dir string, cf protocol.ClusterFile, share *crypto.Share, id lcryp
 	if err := cf.Save(filepath.Join(dir, ClusterFileName)); err != nil {
 		return err
 	}
-	raw, err := share.MarshalBinary()
-	if err != nil {
-		return err
-	}
-	if err := transport.WriteSecret(filepath.Join(dir, ShareFileName), raw); err != nil {
+	if err := WriteShareFile(filepath.Join(dir, ShareFileName), share); err != nil {
 		return err
 	}
 	if err := transport.SaveIdentity(filepath.Join(dir, IdentityFileName), id); err != nil {
@@ -76,19 +83,17 @@ type Dir struct {
 
 // LoadDir reads and checks a node directory: the share must belong to the
 // group key, the identity must be the cluster file's node of that index, and
-// secret files must not be readable by others.
+// secret files must not be readable by others. A directory of an earlier
+// release is refused: its cluster file with protocol.ErrClusterFileVersion,
+// its share file with ErrShareFileVersion (both say to run a new DKG).
 func LoadDir(dir string) (*Dir, error) {
 	c, err := protocol.LoadCluster(filepath.Join(dir, ClusterFileName))
 	if err != nil {
 		return nil, err
 	}
-	raw, err := transport.ReadSecret(filepath.Join(dir, ShareFileName))
+	share, err := ReadShareFile(filepath.Join(dir, ShareFileName))
 	if err != nil {
 		return nil, err
-	}
-	share, err := crypto.ParseShare(raw)
-	if err != nil {
-		return nil, fmt.Errorf("node: %s: %w", ShareFileName, err)
 	}
 	if err := c.Key.CheckShare(share); err != nil {
 		return nil, fmt.Errorf("node: %s: %w", ShareFileName, err)

@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/palisade-dev/palisade/crypto"
 )
 
 // Defaults of OpenBoltStore.
@@ -28,12 +30,33 @@ const (
 var (
 	boltBucketRecords = []byte("records")
 	boltBucketAudit   = []byte("audit")
+	// boltBucketMeta holds boltKeyFormat: the store's format version and
+	// curve (storeFormat).
+	boltBucketMeta = []byte("meta")
+	boltKeyFormat  = []byte("format")
 )
+
+// StoreFormatVersion is the version of the vote store's format. Records
+// hold curve elements (the node's partial vote, the highest certified
+// token), so the version names the curve too. Version 1, the stores of
+// earlier releases, had no meta bucket and held bn256 votes and version 2
+// tokens; a store with records and no format is refused with
+// ErrStoreVersion.
+const StoreFormatVersion = 2
+
+// storeFormat is the value of the meta bucket's format key.
+var storeFormat = fmt.Sprintf("%d %s", StoreFormatVersion, crypto.CurveName)
+
+// ErrStoreVersion reports a vote store of another format version, such as
+// one an earlier (bn256) release wrote: the error names the version and
+// what to do.
+var ErrStoreVersion = errors.New("node: vote store of another format version")
 
 // BoltStore is the durable VoteStore of a node, kept in one bbolt file.
 //
-// Bucket "records" maps a resource name to the JSON of its Record. Bucket
-// "audit" maps an 8-byte big-endian sequence number to the JSON of an
+// Bucket "meta" holds the store's format (StoreFormatVersion and the
+// curve). Bucket "records" maps a resource name to the JSON of its Record.
+// Bucket "audit" maps an 8-byte big-endian sequence number to the JSON of an
 // AuditEntry; sequence numbers come from the bucket's sequence, which is
 // advanced in the same transaction as the record, so they have no gaps.
 //
@@ -128,16 +151,19 @@ func OpenBoltStore(path string, opts ...BoltOption) (*BoltStore, error) {
 		return nil, fmt.Errorf("node: bolt store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
+		if err := checkStoreFormat(tx); err != nil {
+			return err
+		}
 		for _, name := range [][]byte{boltBucketRecords, boltBucketAudit} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
+				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("node: bolt store: open %s: create buckets: %w", path, err)
+		return nil, fmt.Errorf("node: bolt store: open %s: %w", path, err)
 	}
 	s := &BoltStore{
 		db:      db,
@@ -421,6 +447,38 @@ func (s *BoltStore) Close() error {
 		return nil
 	}
 	return s.closeErr
+}
+
+// checkStoreFormat checks the store's format version, writing it into a
+// new (or empty) store. A store with records or audit entries but no
+// format was written by an earlier release, on bn256.
+func checkStoreFormat(tx *bbolt.Tx) error {
+	if meta := tx.Bucket(boltBucketMeta); meta != nil {
+		got := meta.Get(boltKeyFormat)
+		if string(got) == storeFormat {
+			return nil
+		}
+		return fmt.Errorf("%w: format %q, this release reads %q: the store belongs to a cluster of another release; a node directory from a new DKG starts without one", ErrStoreVersion, got, storeFormat)
+	}
+	for _, name := range [][]byte{boltBucketRecords, boltBucketAudit} {
+		if b := tx.Bucket(name); b != nil && firstKey(b) != nil {
+			return fmt.Errorf("%w: a version 1 store, which an earlier release wrote with bn256 votes and tokens this release cannot read; its cluster must run a new DKG (palisade dkg), whose node directory starts without a vote store (keep this one aside for palisade audit)", ErrStoreVersion)
+		}
+	}
+	meta, err := tx.CreateBucket(boltBucketMeta)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", boltBucketMeta, err)
+	}
+	if err := meta.Put(boltKeyFormat, []byte(storeFormat)); err != nil {
+		return fmt.Errorf("write the store format: %w", err)
+	}
+	return nil
+}
+
+// firstKey returns the bucket's first key, or nil if it is empty.
+func firstKey(b *bbolt.Bucket) []byte {
+	k, _ := b.Cursor().First()
+	return k
 }
 
 // seqKey is the audit bucket's key for seq: 8 bytes big-endian, so keys sort

@@ -12,8 +12,11 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 )
 
-// ClusterFileVersion is the version of the cluster.json format.
-const ClusterFileVersion = 1
+// ClusterFileVersion is the version of the cluster.json format. Version 2
+// holds BLS12-381 keys (96-byte compressed G2 commitments) and names its
+// ciphersuite; version 1 held bn256 keys and is refused with
+// ErrClusterFileVersion.
+const ClusterFileVersion = 2
 
 // DefaultMaxEpochStep is how far above its known epoch a node votes when the
 // cluster file does not say.
@@ -28,15 +31,22 @@ const MaxMaxEpochStep = 1 << 16
 // ErrBadClusterFile reports a cluster file that is inconsistent or malformed.
 var ErrBadClusterFile = errors.New("protocol: bad cluster file")
 
+// ErrClusterFileVersion reports a cluster file of another format version:
+// the error names the version and what to do. It wraps ErrBadClusterFile.
+var ErrClusterFileVersion = fmt.Errorf("%w: unsupported version", ErrBadClusterFile)
+
 // ClusterFile is cluster.json: everything a client or verifier needs to know
 // about a cluster, and nothing secret. Its group key is trusted as read, so
 // it must come from a trusted source (keygen or DKG output).
 type ClusterFile struct {
-	Version   int    `json:"version"`
-	Name      string `json:"name"`
-	ClusterID string `json:"cluster_id"`
-	N         int    `json:"n"`
-	T         int    `json:"t"`
+	Version int `json:"version"`
+	// Ciphersuite names the signature scheme the group key belongs to:
+	// crypto.Ciphersuite, so that an outside verifier knows what to call.
+	Ciphersuite string `json:"ciphersuite"`
+	Name        string `json:"name"`
+	ClusterID   string `json:"cluster_id"`
+	N           int    `json:"n"`
+	T           int    `json:"t"`
 	// GroupKey holds the hex commitments of the sharing polynomial; the
 	// first is the group public key.
 	GroupKey     []string `json:"group_key"`
@@ -120,8 +130,13 @@ func NewCluster(f ClusterFile) (*Cluster, error) {
 	bad := func(format string, args ...any) (*Cluster, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadClusterFile, fmt.Sprintf(format, args...))
 	}
-	if f.Version != ClusterFileVersion {
-		return bad("version %d, want %d", f.Version, ClusterFileVersion)
+	switch {
+	case f.Version == 1:
+		return nil, fmt.Errorf("%w: version 1 holds a bn256 group key, which this release no longer uses; run a new DKG (palisade dkg) to make a BLS12-381 key and a version %d cluster file", ErrClusterFileVersion, ClusterFileVersion)
+	case f.Version != ClusterFileVersion:
+		return nil, fmt.Errorf("%w: version %d, this release reads version %d", ErrClusterFileVersion, f.Version, ClusterFileVersion)
+	case f.Ciphersuite != crypto.Ciphersuite:
+		return bad("ciphersuite %q, want %q", f.Ciphersuite, crypto.Ciphersuite)
 	}
 	if f.Name == "" {
 		return bad("empty name")
@@ -193,6 +208,7 @@ func NewCluster(f ClusterFile) (*Cluster, error) {
 func NewClusterFile(name string, key *crypto.GroupKey, nodes []NodeInfo, clients []ClientInfo) ClusterFile {
 	f := ClusterFile{
 		Version:      ClusterFileVersion,
+		Ciphersuite:  crypto.Ciphersuite,
 		Name:         name,
 		ClusterID:    NewClusterID(name, key.PublicKey()).String(),
 		N:            key.N(),

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 )
 
 func testClusterFile(tb testing.TB) ClusterFile {
@@ -42,6 +44,7 @@ func TestClusterFileRoundTrip(t *testing.T) {
 	fx := testFixture(t)
 	f := testClusterFile(t)
 	require.Equal(t, ClusterFileVersion, f.Version)
+	require.Equal(t, crypto.Ciphersuite, f.Ciphersuite)
 	require.Equal(t, 4, f.N)
 	require.Equal(t, 3, f.T)
 	require.Len(t, f.GroupKey, 3)
@@ -169,13 +172,19 @@ func TestClusterFileRefused(t *testing.T) {
 	seven, _, err := crypto.Deal(seeded(7), 7, 5)
 	require.NoError(t, err)
 	notAPoint := hex.EncodeToString(make([]byte, crypto.PublicKeySize))
+	notOnCurve := bls12381test.NotOnCurveG2(1)
+	outside := bls12381test.NonSubgroupG2(1)
 
 	cases := []struct {
 		name   string
 		mutate func(*ClusterFile)
 	}{
 		{"version 0", func(f *ClusterFile) { f.Version = 0 }},
-		{"version 2", func(f *ClusterFile) { f.Version = 2 }},
+		{"version 1", func(f *ClusterFile) { f.Version = 1 }},
+		{"version 3", func(f *ClusterFile) { f.Version = 3 }},
+		{"no ciphersuite", func(f *ClusterFile) { f.Ciphersuite = "" }},
+		{"other ciphersuite", func(f *ClusterFile) { f.Ciphersuite = "BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_NUL_" }},
+		{"ciphersuite lower-case", func(f *ClusterFile) { f.Ciphersuite = strings.ToLower(f.Ciphersuite) }},
 		{"empty name", func(f *ClusterFile) { f.Name = "" }},
 		{"renamed", func(f *ClusterFile) { f.Name = "other-cluster" }},
 		{"cluster_id of another name", func(f *ClusterFile) { f.ClusterID = NewClusterID("other", fx.gk.PublicKey()).String() }},
@@ -199,6 +208,26 @@ func TestClusterFileRefused(t *testing.T) {
 		}},
 		{"commitment not hex", func(f *ClusterFile) { f.GroupKey[1] = "zz" }},
 		{"commitment not a point", func(f *ClusterFile) { f.GroupKey[1] = notAPoint }},
+		{"commitment not on the curve", func(f *ClusterFile) { f.GroupKey[1] = hex.EncodeToString(notOnCurve[:]) }},
+		{"commitment outside the subgroup", func(f *ClusterFile) { f.GroupKey[2] = hex.EncodeToString(outside[:]) }},
+		{"group key outside the subgroup", func(f *ClusterFile) { f.GroupKey[0] = hex.EncodeToString(outside[:]) }},
+		{"group key identity", func(f *ClusterFile) { f.GroupKey[0] = hex.EncodeToString(bls12381test.Identity(crypto.PublicKeySize)) }},
+		{"commitment x+p", func(f *ClusterFile) {
+			b, err := hex.DecodeString(f.GroupKey[1])
+			require.NoError(t, err)
+			plus, ok := bls12381test.AddModulus(b)
+			if !ok {
+				plus = append([]byte{b[0] | 0x1f}, b[1:]...) // x ≥ p some other way
+			}
+			f.GroupKey[1] = hex.EncodeToString(plus)
+		}},
+		{"commitment compression flag clear", func(f *ClusterFile) {
+			b, err := hex.DecodeString(f.GroupKey[1])
+			require.NoError(t, err)
+			b[0] &^= 0x80
+			f.GroupKey[1] = hex.EncodeToString(b)
+		}},
+		{"bn256 commitment size", func(f *ClusterFile) { f.GroupKey[1] = strings.Repeat("ab", 128) }},
 		{"commitment short", func(f *ClusterFile) { f.GroupKey[2] = f.GroupKey[2][:len(f.GroupKey[2])-2] }},
 		{"group key of another key", func(f *ClusterFile) {
 			f.GroupKey[0] = hex.EncodeToString(other.Commitments()[0])
@@ -250,6 +279,56 @@ func TestClusterFileRefused(t *testing.T) {
 	}
 }
 
+// v1ClusterFile is a version 1 cluster file as earlier releases wrote it:
+// no ciphersuite field, bn256 commitments of 128 bytes.
+func v1ClusterFile(t *testing.T) string {
+	t.Helper()
+	f := testClusterFile(t)
+	b, err := json.Marshal(f)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	m["version"] = 1
+	delete(m, "ciphersuite")
+	m["group_key"] = []string{strings.Repeat("1a", 128), strings.Repeat("2b", 128), strings.Repeat("3c", 128)}
+	b, err = json.MarshalIndent(m, "", "  ")
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestClusterFileVersion1Refused: a version 1 (bn256) cluster file is
+// refused with ErrClusterFileVersion, naming the version and saying to run
+// a new DKG; a version from the future names the version this release
+// reads.
+func TestClusterFileVersion1Refused(t *testing.T) {
+	path := writeRaw(t, v1ClusterFile(t))
+	c, err := LoadCluster(path)
+	require.Nil(t, c)
+	require.ErrorIs(t, err, ErrClusterFileVersion)
+	require.ErrorIs(t, err, ErrBadClusterFile)
+	require.Contains(t, err.Error(), "version 1")
+	require.Contains(t, err.Error(), "bn256")
+	require.Contains(t, err.Error(), "run a new DKG")
+	require.Contains(t, err.Error(), path)
+
+	f := testClusterFile(t)
+	f.Version = ClusterFileVersion + 1
+	c, err = NewCluster(f)
+	require.Nil(t, c)
+	require.ErrorIs(t, err, ErrClusterFileVersion)
+	require.Contains(t, err.Error(), fmt.Sprintf("version %d", ClusterFileVersion+1))
+	require.Contains(t, err.Error(), fmt.Sprintf("reads version %d", ClusterFileVersion))
+
+	// A current file with a wrong ciphersuite is bad, but not of another
+	// version.
+	f = testClusterFile(t)
+	f.Ciphersuite = "bn256"
+	_, err = NewCluster(f)
+	require.ErrorIs(t, err, ErrBadClusterFile)
+	require.NotErrorIs(t, err, ErrClusterFileVersion)
+	require.Contains(t, err.Error(), crypto.Ciphersuite)
+}
+
 // writeRaw writes content as a cluster file and returns its path.
 func writeRaw(t *testing.T, content string) string {
 	t.Helper()
@@ -279,7 +358,10 @@ func TestLoadClusterRefusesBadJSON(t *testing.T) {
 		"unknown node field":   withField(func(m map[string]any) { m["nodes"].([]any)[0].(map[string]any)["secret"] = "x" }),
 		"unknown client field": withField(func(m map[string]any) { m["clients"].([]any)[0].(map[string]any)["admin"] = true }),
 		"string version":       withField(func(m map[string]any) { m["version"] = "1" }),
-		"version 2":            withField(func(m map[string]any) { m["version"] = 2 }),
+		"version 1":            withField(func(m map[string]any) { m["version"] = 1 }),
+		"version 3":            withField(func(m map[string]any) { m["version"] = 3 }),
+		"missing ciphersuite":  withField(func(m map[string]any) { delete(m, "ciphersuite") }),
+		"numeric ciphersuite":  withField(func(m map[string]any) { m["ciphersuite"] = 1 }),
 		"missing version":      withField(func(m map[string]any) { delete(m, "version") }),
 		"missing cluster_id":   withField(func(m map[string]any) { delete(m, "cluster_id") }),
 		"negative step":        withField(func(m map[string]any) { m["max_epoch_step"] = -1 }),
@@ -308,7 +390,7 @@ func TestLoadClusterRefusesTrailingData(t *testing.T) {
 	require.NoError(t, err)
 	for name, tail := range map[string]string{
 		"garbage":         " garbage",
-		"second document": `{"version": 2}`,
+		"second document": `{"version": 2, "ciphersuite": "` + crypto.Ciphersuite + `"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := LoadCluster(writeRaw(t, string(good)+"\n"+tail+"\n"))

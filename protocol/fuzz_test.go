@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,8 +15,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/palisade-dev/palisade/crypto"
 )
 
 var writeCorpus = flag.Bool("write-corpus", false, "rewrite the fuzz seed corpus under testdata/fuzz")
@@ -70,9 +69,23 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	uniBin, err := uni.MarshalBinary()
 	require.NoError(tb, err)
 	st := fx.stmt
-	identityTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, st.Holder, make([]byte, crypto.SignatureSize))
-	nonCanon := nonCanonicalToken(tb)
-	oldBin, oldText := oldToken(tb)
+	// Signatures that break the byte-level encoding rules, which parsing
+	// checks, and ones that pass them but never verify (no point of G1, or
+	// the negated signature), which only verification refuses: the latter
+	// parse, so they are valid seeds, named "unchecked".
+	var badSigs, unverifiedSigs []badSignature
+	for _, b := range badSignatures(tb) {
+		if b.parses {
+			unverifiedSigs = append(unverifiedSigs, b)
+		} else {
+			badSigs = append(badSigs, b)
+		}
+	}
+	sigTok := func(sig []byte) []byte { return tokenWithSignature(tb, sig) }
+	identityTok := sigTok(badSigByName(tb, badSigs, "identity"))
+	plusPTok := sigTok(badSigByName(tb, badSigs, "x-plus-p"))
+	oldBin, oldText := oldToken(tb, 1)
+	v2Bin, v2Text := oldToken(tb, 2)
 	sameID := fx.tok
 	sameID.Holder = sameIDHolder
 	sameIDBin, err := sameID.MarshalBinary()
@@ -87,15 +100,22 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	addValid("FuzzParseToken", "token-unicode", uniBin)
 	add("FuzzParseToken", "invalid-empty", []byte{})
 	addValid("FuzzParseToken", "token-other-session", sameIDBin)
-	add("FuzzParseToken", "invalid-version-3", append([]byte{3}, tokBin[1:]...))
+	add("FuzzParseToken", "invalid-version-4", append([]byte{4}, tokBin[1:]...))
 	add("FuzzParseToken", "invalid-version-1", oldBin)
 	add("FuzzParseToken", "invalid-version-1-new-layout", append([]byte{1}, tokBin[1:]...))
+	add("FuzzParseToken", "invalid-version-2", v2Bin)
+	add("FuzzParseToken", "invalid-version-2-new-layout", append([]byte{2}, tokBin[1:]...))
+	add("FuzzParseToken", "invalid-version-3-old-signature", append([]byte{Version}, v2Bin[1:]...))
 	add("FuzzParseToken", "invalid-zero-session", encodeToken(Version, st.Cluster, st.Resource, st.Epoch, noSession, fx.tok.Signature[:]))
 	add("FuzzParseToken", "invalid-session-without-holder", encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{Session: testSession}, fx.tok.Signature[:]))
 	add("FuzzParseToken", "invalid-resource-rlo", encodeToken(Version, st.Cluster, rlo, st.Epoch, st.Holder, fx.tok.Signature[:]))
 	add("FuzzParseToken", "invalid-holder-zero-width-space", encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{ID: "12D3\u200bKoo", Session: testSession}, fx.tok.Signature[:]))
-	add("FuzzParseToken", "invalid-identity-signature", identityTok)
-	add("FuzzParseToken", "invalid-non-canonical-signature", nonCanon)
+	for _, b := range badSigs {
+		add("FuzzParseToken", "invalid-signature-"+b.name, sigTok(b.sig))
+	}
+	for _, b := range unverifiedSigs {
+		add("FuzzParseToken", "valid-unchecked-sig-"+b.name, sigTok(b.sig))
+	}
 	add("FuzzParseToken", "invalid-resource-space", encodeToken(Version, st.Cluster, "a b", st.Epoch, st.Holder, fx.tok.Signature[:]))
 	add("FuzzParseToken", "invalid-resource-not-utf8", encodeToken(Version, st.Cluster, "a\xff", st.Epoch, st.Holder, fx.tok.Signature[:]))
 	add("FuzzParseToken", "invalid-resource-257", encodeToken(Version, st.Cluster, strings.Repeat("r", 257), st.Epoch, st.Holder, fx.tok.Signature[:]))
@@ -109,10 +129,16 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzParseTokenText", "invalid-empty", []byte{})
 	add("FuzzParseTokenText", "invalid-prefix-only", []byte(TokenTextPrefix))
 	add("FuzzParseTokenText", "valid-token-other-session", []byte(sameID.String()))
-	add("FuzzParseTokenText", "invalid-wrong-prefix", []byte("pt3."+text[len(TokenTextPrefix):]))
+	add("FuzzParseTokenText", "invalid-wrong-prefix", []byte("pt4."+text[len(TokenTextPrefix):]))
 	add("FuzzParseTokenText", "invalid-version-1", []byte(oldText))
 	add("FuzzParseTokenText", "invalid-version-1-prefix-new-body", []byte("pt1."+text[len(TokenTextPrefix):]))
-	add("FuzzParseTokenText", "invalid-version-2-prefix-old-body", []byte(TokenTextPrefix+oldText[len("pt1."):]))
+	add("FuzzParseTokenText", "invalid-version-2", []byte(v2Text))
+	add("FuzzParseTokenText", "invalid-version-2-prefix-new-body", []byte("pt2."+text[len(TokenTextPrefix):]))
+	add("FuzzParseTokenText", "invalid-version-3-prefix-version-1-body", []byte(TokenTextPrefix+oldText[len("pt1."):]))
+	add("FuzzParseTokenText", "invalid-version-3-prefix-version-2-body", []byte(TokenTextPrefix+v2Text[len("pt2."):]))
+	for _, b := range badSigs {
+		add("FuzzParseTokenText", "invalid-signature-"+b.name, []byte(TokenTextPrefix+base64.RawURLEncoding.EncodeToString(sigTok(b.sig))))
+	}
 	add("FuzzParseTokenText", "invalid-carriage-return-inside-text", []byte(text[:30]+"\r"+text[30:]))
 	add("FuzzParseTokenText", "invalid-padded", []byte(text+"=="))
 	add("FuzzParseTokenText", "invalid-truncated", []byte(text[:len(text)-1]))
@@ -149,11 +175,15 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzStatusReply", "invalid-holder-control", wire(wu64(1), whld(Holder{ID: "h\x00", Session: testSession}), wu64(1), wu64(0), wu8(0), wu8(0)))
 	add("FuzzStatusReply", "invalid-zero-session", wire(wu64(1), whld(noSession), wu64(1), wu64(0), wu8(0), wu8(0)))
 	add("FuzzStatusReply", "invalid-version-1-token", wire(wu64(1), none, wu64(1), wu64(0), wu8(1), oldBin, wu8(0)))
+	add("FuzzStatusReply", "invalid-version-2-token", wire(wu64(1), none, wu64(1), wu64(0), wu8(1), v2Bin, wu8(0)))
+	add("FuzzStatusReply", "invalid-signature-x-plus-p", wire(wu64(1), none, wu64(1), wu64(0), wu8(1), plusPTok, wu8(0)))
 	add("FuzzAcquireRequest", "invalid-proof-identity-signature", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(1), wu8(1), identityTok, wu8(0)))
 	add("FuzzAcquireRequest", "invalid-ttl-out-of-range", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(tooLongMS), wu8(0), wu8(0)))
 	add("FuzzAcquireRequest", "invalid-zero-session", wire(st.Cluster[:], wstr("r"), wu64(1), zs, wu64(1), wu8(0), wu8(0)))
 	add("FuzzAcquireRequest", "invalid-no-session", wire(st.Cluster[:], wstr("r"), wu64(1), wu64(1), wu8(0), wu8(0)))
 	add("FuzzAcquireRequest", "invalid-version-1-proof", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(1), wu8(1), oldBin, wu8(0)))
+	add("FuzzAcquireRequest", "invalid-version-2-proof", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(1), wu8(1), v2Bin, wu8(0)))
+	add("FuzzAcquireRequest", "invalid-proof-signature-x-plus-p", wire(st.Cluster[:], wstr("r"), wu64(1), sess, wu64(1), wu8(1), plusPTok, wu8(0)))
 	add("FuzzAcquireRequest", "invalid-resource-rlo", wire(st.Cluster[:], wstr(rlo), wu64(1), sess, wu64(1), wu8(0), wu8(0)))
 	add("FuzzAcquireReply", "invalid-kind-5", wire(wu8(5)))
 	add("FuzzAcquireReply", "invalid-queued-zero-holder", wire(wu8(uint8(KindQueued)), none, wu64(1)))
@@ -161,16 +191,27 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzAcquireReply", "invalid-busy-zero-session", wire(wu8(uint8(KindBusy)), whld(noSession), wu64(1), wu64(1), wu8(0)))
 	add("FuzzAcquireReply", "invalid-vote-without-identity-sig", wire(wu8(uint8(KindVote)), fx.partial.Marshal(), wu8(0)))
 	add("FuzzAcquireReply", "invalid-vote-index-0", wire(wu8(uint8(KindVote)), append([]byte{0, 0}, fx.partial.Marshal()[2:]...), wstr("s")))
+	add("FuzzAcquireReply", "invalid-vote-bn256-partial", wire(wu8(uint8(KindVote)), fx.partial.Marshal()[:2], v2Bin[len(v2Bin)-64:], wstr("s")))
+	for _, b := range badSigs {
+		add("FuzzAcquireReply", "invalid-vote-partial-"+b.name, wire(wu8(uint8(KindVote)), fx.partial.Marshal()[:2], b.sig, wstr("s")))
+	}
+	for _, b := range unverifiedSigs {
+		add("FuzzAcquireReply", "valid-vote-unchecked-partial-"+b.name, wire(wu8(uint8(KindVote)), fx.partial.Marshal()[:2], b.sig, wstr("s")))
+	}
 	add("FuzzAcquireReply", fmt.Sprintf("invalid-refuse-code-%d", codeMax+1), wire(wu8(uint8(KindRefuse)), wu8(uint8(codeMax)+1), wu64(1), wstr("")))
 	add("FuzzCommitRequest", "invalid-ttl-out-of-range", wire(tokBin, wu64(tooLongMS)))
-	add("FuzzCommitRequest", "invalid-non-canonical-signature", wire(nonCanon, wu64(1)))
+	add("FuzzCommitRequest", "invalid-signature-x-plus-p", wire(plusPTok, wu64(1)))
+	add("FuzzCommitRequest", "invalid-identity-signature", wire(identityTok, wu64(1)))
 	add("FuzzCommitRequest", "invalid-version-1-token", wire(oldBin, wu64(1)))
+	add("FuzzCommitRequest", "invalid-version-2-token", wire(v2Bin, wu64(1)))
 	add("FuzzCommitRequest", "invalid-zero-session", wire(encodeToken(Version, st.Cluster, st.Resource, st.Epoch, noSession, fx.tok.Signature[:]), wu64(1)))
 	add("FuzzRenewRequest", "invalid-resource-space", wire(st.Cluster[:], wstr("a b"), wu64(1), sess, wu64(1)))
 	add("FuzzRenewRequest", "invalid-zero-session", wire(st.Cluster[:], wstr("r"), wu64(1), zs, wu64(1)))
 	add("FuzzRenewRequest", "invalid-no-session", wire(st.Cluster[:], wstr("r"), wu64(1), wu64(1)))
-	add("FuzzReleaseRequest", "invalid-non-canonical-signature", wire(nonCanon))
+	add("FuzzReleaseRequest", "invalid-signature-x-plus-p", wire(plusPTok))
+	add("FuzzReleaseRequest", "invalid-identity-signature", wire(identityTok))
 	add("FuzzReleaseRequest", "invalid-version-1-token", wire(oldBin))
+	add("FuzzReleaseRequest", "invalid-version-2-token", wire(v2Bin))
 	add("FuzzAbandonRequest", "invalid-resource-257", wire(st.Cluster[:], wstr(strings.Repeat("r", 257)), wu64(1), sess))
 	add("FuzzAbandonRequest", "invalid-resource-space", wire(st.Cluster[:], wstr("a b"), wu64(1), sess))
 	add("FuzzAbandonRequest", "invalid-zero-session", wire(st.Cluster[:], wstr("r"), wu64(1), zs))
@@ -211,6 +252,18 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzReadFrame", "invalid-truncated-body", []byte{5, 'a', 'b'})
 	add("FuzzReadFrame", "invalid-truncated-header", []byte{0x80})
 	return out
+}
+
+// badSigByName returns the signature of the named attack.
+func badSigByName(tb testing.TB, sigs []badSignature, name string) []byte {
+	tb.Helper()
+	for _, b := range sigs {
+		if b.name == name {
+			return b.sig
+		}
+	}
+	tb.Fatalf("no bad signature %q", name)
+	return nil
 }
 
 func corpusFile(target string, data []byte) string {

@@ -31,7 +31,7 @@ const (
 	// MaxFrameSize caps every request and reply frame. The largest message
 	// honest parties send, an Acquire with a proof token and MaxProofVotes
 	// signed votes with every field at its limit and Ed25519 identity
-	// signatures (64 bytes), is 33,922 bytes (TestLargestAcquireFitsFrame).
+	// signatures (64 bytes), is 28,966 bytes (TestLargestAcquireFitsFrame).
 	MaxFrameSize = 40 << 10
 	// MaxMessageLen caps the human-readable text in a refusal.
 	MaxMessageLen = 256
@@ -479,8 +479,10 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 			raw := d.take(crypto.PartialSize, "partial")
 			if d.err == nil {
 				p, err := crypto.ParsePartial(raw)
-				if err != nil {
-					d.fail("partial: %v", err)
+				if err != nil && d.err == nil {
+					// Keep the point's reason (crypto.ErrMalformedPoint)
+					// in the chain.
+					d.err = fmt.Errorf("%w: partial: %w", ErrMalformed, err)
 				}
 				m.Partial = p
 			}
@@ -619,7 +621,11 @@ func UnmarshalAck(b []byte) (Ack, error) {
 }
 
 func (d *decoder) version() {
-	if v := d.u8("version"); d.err == nil && v != Version {
+	switch v := d.u8("version"); {
+	case d.err != nil:
+	case v > 0 && v < Version:
+		d.fail("version %d, want %d: the sender runs an earlier (bn256) release; every node and client must run the same release", v, Version)
+	case v != Version:
 		d.fail("version %d, want %d", v, Version)
 	}
 }

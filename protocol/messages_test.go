@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
@@ -89,11 +90,12 @@ func TestMessagesRefuse(t *testing.T) {
 
 	build, str, u64, u8 := wire, wstr, wu64, wu8
 	tooLongMS := uint64(maxWireDuration/time.Millisecond) + 1
-	badTok := append(append([]byte(nil), tokBin[:len(tokBin)-crypto.SignatureSize]...), make([]byte, crypto.SignatureSize)...)
+	badTok := tokenWithSignature(t, bls12381test.Identity(crypto.SignatureSize)[:])
 	badHolderTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{ID: "a b", Session: testSession}, fx.tok.Signature[:])
 	noSessionTok := encodeToken(Version, st.Cluster, st.Resource, st.Epoch, Holder{ID: st.Holder.ID}, fx.tok.Signature[:])
 	rloTok := encodeToken(Version, st.Cluster, "orders-\u202egpj.exe", st.Epoch, st.Holder, fx.tok.Signature[:])
-	oldTok, _ := oldToken(t)
+	oldTok, _ := oldToken(t, 1)
+	v2Tok, _ := oldToken(t, 2)
 	none := whld(Holder{})
 	sess := wsess(testSession)
 	zs := wsess(SessionID{})
@@ -103,6 +105,9 @@ func TestMessagesRefuse(t *testing.T) {
 	}
 	raw := fx.partial.Marshal()
 	zeroIndex := append([]byte{0, 0}, raw[2:]...)
+	// withSig is the partial's index with another signature.
+	withSig := func(sig []byte) []byte { return append(append([]byte(nil), raw[:2]...), sig...) }
+	plusP := badSigByName(t, badSignatures(t), "x-plus-p")
 
 	cases := []struct {
 		name   string
@@ -128,6 +133,7 @@ func TestMessagesRefuse(t *testing.T) {
 		{"StatusReply/vote with zero session", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(0), u8(1), vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
 		{"StatusReply/vote without holder", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(0), u8(1), vote(none)), ErrMalformed},
 		{"StatusReply/version 1 token", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1), oldTok, u8(0)), ErrTokenVersion},
+		{"StatusReply/version 2 token", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1), v2Tok, u8(0)), ErrTokenVersion},
 		{"StatusReply/lease left out of range", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(tooLongMS), u8(0)), ErrMalformed},
 		{"StatusReply/token flag 2", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(2)), ErrMalformed},
 		{"StatusReply/flag 1 without token", decodeAs(UnmarshalStatusReply), build(u64(1), none, u64(1), u64(0), u8(1)), ErrMalformed},
@@ -143,6 +149,7 @@ func TestMessagesRefuse(t *testing.T) {
 		{"AcquireRequest/proof without session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), noSessionTok, u8(0)), ErrInvalidField},
 		{"AcquireRequest/proof with RLO resource", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), rloTok, u8(0)), ErrInvalidField},
 		{"AcquireRequest/version 1 proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), oldTok, u8(0)), ErrTokenVersion},
+		{"AcquireRequest/version 2 proof", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(1), v2Tok, u8(0)), ErrTokenVersion},
 		{"AcquireRequest/vote with zero session", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(0), u8(1), vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
 		{"AcquireRequest/too many votes", decodeAs(UnmarshalAcquireRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(1), u8(0), u8(MaxProofVotes+1)), ErrMalformed},
 		{"AcquireReply/kind 0", decodeAs(UnmarshalAcquireReply), build(u8(0)), ErrMalformed},
@@ -150,6 +157,8 @@ func TestMessagesRefuse(t *testing.T) {
 		{"AcquireReply/no kind", decodeAs(UnmarshalAcquireReply), build(), ErrMalformed},
 		{"AcquireReply/vote without identity sig", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, []byte{0}), ErrMalformed},
 		{"AcquireReply/vote index 0", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), zeroIndex, str("sig")), ErrMalformed},
+		{"AcquireReply/vote identity partial", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), withSig(bls12381test.Identity(crypto.SignatureSize)), str("sig")), crypto.ErrMalformedPoint},
+		{"AcquireReply/vote partial x+p", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), withSig(plusP), str("sig")), crypto.ErrMalformedPoint},
 		{"AcquireReply/vote identity sig too long", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindVote)), raw, str(strings.Repeat("s", MaxIdentitySigLen+1))), ErrMalformed},
 		{"AcquireReply/busy bad holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), whld(Holder{ID: "a\x00", Session: testSession}), u64(1), u64(1), u8(0)), ErrInvalidField},
 		{"AcquireReply/busy zero holder", decodeAs(UnmarshalAcquireReply), build(u8(uint8(KindBusy)), none, u64(1), u64(1), u8(0)), ErrMalformed},
@@ -166,6 +175,7 @@ func TestMessagesRefuse(t *testing.T) {
 		{"CommitRequest/token without session", decodeAs(UnmarshalCommitRequest), build(noSessionTok, u64(1)), ErrInvalidField},
 		{"CommitRequest/token with RLO resource", decodeAs(UnmarshalCommitRequest), build(rloTok, u64(1)), ErrInvalidField},
 		{"CommitRequest/version 1 token", decodeAs(UnmarshalCommitRequest), build(oldTok, u64(1)), ErrTokenVersion},
+		{"CommitRequest/version 2 token", decodeAs(UnmarshalCommitRequest), build(v2Tok, u64(1)), ErrTokenVersion},
 		{"CommitRequest/ttl out of range", decodeAs(UnmarshalCommitRequest), build(tokBin, u64(tooLongMS)), ErrMalformed},
 		{"RenewRequest/bad resource", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("a\nb"), u64(1), sess, u64(1)), ErrInvalidField},
 		{"RenewRequest/ttl out of range", decodeAs(UnmarshalRenewRequest), build(st.Cluster[:], str("r"), u64(1), sess, u64(tooLongMS)), ErrMalformed},
@@ -181,6 +191,7 @@ func TestMessagesRefuse(t *testing.T) {
 		{"ReleaseRequest/bad holder", decodeAs(UnmarshalReleaseRequest), build(badHolderTok), ErrInvalidField},
 		{"ReleaseRequest/token without session", decodeAs(UnmarshalReleaseRequest), build(noSessionTok), ErrInvalidField},
 		{"ReleaseRequest/version 1 token", decodeAs(UnmarshalReleaseRequest), build(oldTok), ErrTokenVersion},
+		{"ReleaseRequest/version 2 token", decodeAs(UnmarshalReleaseRequest), build(v2Tok), ErrTokenVersion},
 		{"SignedVote/zero session", decodeAs(UnmarshalSignedVote), build(vote(whld(Holder{ID: testHolder.ID}))), ErrInvalidField},
 		{"SignedVote/zero holder", decodeAs(UnmarshalSignedVote), build(vote(none)), ErrMalformed},
 		{"SignedVote/RLO in resource", decodeAs(UnmarshalSignedVote), build(u64(2), st.Cluster[:], str("a\u202eb"), u64(1), whld(testHolder), str("sig")), ErrInvalidField},

@@ -18,9 +18,10 @@ import (
 
 // Version is the version byte of the signed bytes and of every encoding
 // here. Version 2 added the lock session to the statement: a holder is an
-// identity plus a session ID (see Holder). Version 1 tokens are refused
-// with ErrTokenVersion.
-const Version = 2
+// identity plus a session ID (see Holder). Version 3 moved signatures to
+// the IETF BLS ciphersuite on BLS12-381 (48-byte signatures, 96-byte
+// keys). Tokens of versions 1 and 2 are refused with ErrTokenVersion.
+const Version = 3
 
 // Domain tags, one per kind of signed or hashed bytes; each ends in a zero
 // byte so no tag is a prefix of another's input.
@@ -47,10 +48,11 @@ const (
 	// ClusterIDSize is the size of a cluster ID.
 	ClusterIDSize = 32
 	// TokenTextPrefix starts the text form of a token.
-	TokenTextPrefix = "pt2."
-	// oldTokenTextPrefix started the text form of version 1 tokens.
-	oldTokenTextPrefix = "pt1."
+	TokenTextPrefix = "pt3."
 )
+
+// oldTokenTextPrefixes started the text forms of earlier token versions.
+var oldTokenTextPrefixes = map[string]int{"pt1.": 1, "pt2.": 2}
 
 // Errors callers can branch on.
 var (
@@ -59,11 +61,23 @@ var (
 	// ErrInvalidField reports a field outside its limits (empty resource,
 	// control characters, over-long holder).
 	ErrInvalidField = errors.New("protocol: invalid field")
-	// ErrTokenVersion reports a token of an earlier format version: version
-	// 1 tokens named no lock session, so they are never accepted. It wraps
-	// ErrMalformed.
-	ErrTokenVersion = fmt.Errorf("%w: token format version 1 is no longer accepted (tokens now name a lock session); acquire a new token", ErrMalformed)
+	// ErrTokenVersion reports a token of an earlier format version, which
+	// is never accepted: version 1 tokens named no lock session, version 2
+	// tokens were signed on the bn256 curve. The error names the version
+	// and what to do. It wraps ErrMalformed.
+	ErrTokenVersion = fmt.Errorf("%w: token of an earlier format version", ErrMalformed)
 )
+
+// tokenVersionError explains why a token of version v is refused.
+func tokenVersionError(v int) error {
+	switch v {
+	case 1:
+		return fmt.Errorf("%w: version 1 tokens name no lock session and are no longer accepted; acquire a new token", ErrTokenVersion)
+	case 2:
+		return fmt.Errorf("%w: version 2 tokens are signed on the bn256 curve, which this release no longer verifies; the cluster must run a new DKG on BLS12-381 (palisade dkg), then acquire a new token", ErrTokenVersion)
+	}
+	return fmt.Errorf("%w: version %d", ErrTokenVersion, v)
+}
 
 // ClusterID names a cluster: a hash of its name and group public key.
 type ClusterID [ClusterIDSize]byte
@@ -178,8 +192,8 @@ func decodeToken(d *decoder) (Token, error) {
 	var t Token
 	switch v := d.u8("token version"); {
 	case d.err != nil:
-	case v == 1:
-		return Token{}, ErrTokenVersion
+	case v == 1 || v == 2:
+		return Token{}, tokenVersionError(int(v))
 	case v != Version:
 		return Token{}, fmt.Errorf("%w: token version %d, want %d", ErrMalformed, v, Version)
 	}
@@ -205,7 +219,7 @@ func decodeToken(d *decoder) (Token, error) {
 
 // String returns the text form: TokenTextPrefix then unpadded base64url of
 // the binary form. It fits an HTTP header and a shell argument unquoted.
-// An invalid token yields "pt2.invalid".
+// An invalid token yields "pt3.invalid".
 func (t Token) String() string {
 	b, err := t.MarshalBinary()
 	if err != nil {
@@ -222,8 +236,12 @@ func ParseTokenText(s string) (Token, error) {
 		return Token{}, fmt.Errorf("%w: token text is %d bytes, limit %d", ErrMalformed, len(s), MaxTokenTextLen)
 	}
 	rest, ok := strings.CutPrefix(s, TokenTextPrefix)
-	if !ok && strings.HasPrefix(s, oldTokenTextPrefix) {
-		return Token{}, ErrTokenVersion
+	if !ok {
+		for prefix, v := range oldTokenTextPrefixes {
+			if strings.HasPrefix(s, prefix) {
+				return Token{}, tokenVersionError(v)
+			}
+		}
 	}
 	if !ok {
 		return Token{}, fmt.Errorf("%w: token text must start with %q", ErrMalformed, TokenTextPrefix)

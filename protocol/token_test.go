@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"math/big"
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 )
 
 func goldenStatement() Statement {
@@ -36,7 +39,7 @@ func goldenSession() SessionID {
 func TestSignedBytesGolden(t *testing.T) {
 	want := strings.Join([]string{
 		"70616c69736164652f746f6b656e00", // DomainToken "palisade/token\x00"
-		"02",                             // Version 2 (lock sessions)
+		"03",                             // Version 3 (BLS12-381)
 		"20",                             // len(cluster) = 32
 		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
 		"09", "6f72646572732d6462", // "orders-db"
@@ -171,7 +174,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	require.NoError(t, fx.gk.Verify(back.SignedBytes(), back.Signature))
 
 	text := tok.String()
-	require.Regexp(t, regexp.MustCompile(`^pt2\.[A-Za-z0-9_-]+$`), text)
+	require.Regexp(t, regexp.MustCompile(`^pt3\.[A-Za-z0-9_-]+$`), text)
 	require.LessOrEqual(t, len(text), MaxTokenTextLen)
 	mt, err := tok.MarshalText()
 	require.NoError(t, err)
@@ -188,7 +191,9 @@ func TestTokenRoundTrip(t *testing.T) {
 	var jt struct{ T Token }
 	require.NoError(t, json.Unmarshal(j, &jt))
 	require.Equal(t, tok, jt.T)
-	require.Error(t, json.Unmarshal([]byte(`{"T":"pt2.AAAA"}`), &jt))
+	require.ErrorIs(t, json.Unmarshal([]byte(`{"T":"pt3.AAAA"}`), &jt), ErrMalformed)
+	require.NotErrorIs(t, json.Unmarshal([]byte(`{"T":"pt3.AAAA"}`), &jt), ErrTokenVersion)
+	require.ErrorIs(t, json.Unmarshal([]byte(`{"T":"pt2.AAAA"}`), &jt), ErrTokenVersion)
 	require.ErrorIs(t, json.Unmarshal([]byte(`{"T":"pt1.AAAA"}`), &jt), ErrTokenVersion)
 
 	// The session survives both forms.
@@ -236,16 +241,17 @@ func TestParseTokenTextRefuses(t *testing.T) {
 		{"empty", ""},
 		{"prefix only", TokenTextPrefix},
 		{"no prefix", body},
-		{"wrong prefix", "pt3." + body},
+		{"wrong prefix", "pt4." + body},
 		{"version 0 prefix", "pt0." + body},
-		{"upper-case prefix", "PT2." + body},
-		{"upper-case old prefix", "PT1." + body},
+		{"upper-case prefix", "PT3." + body},
+		{"upper-case old prefix", "PT2." + body},
+		{"upper-case first prefix", "PT1." + body},
 		{"padded", text + "=="},
 		{"std alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(text) + "+"},
 		{"inner space", text[:20] + " " + text[20:]},
 		{"truncated", text[:len(text)-1]},
 		{"extra char", text + "A"},
-		{"invalid token", "pt2.invalid"},
+		{"invalid token", "pt3.invalid"},
 		{"over-long", TokenTextPrefix + strings.Repeat("A", MaxTokenTextLen)},
 		{"over-long garbage", strings.Repeat("x", 1<<20)},
 	}
@@ -288,56 +294,152 @@ func TestTokenTamperDetected(t *testing.T) {
 			}
 			parsed++
 			err = fx.gk.Verify(tok.SignedBytes(), tok.Signature)
-			require.ErrorIs(t, err, crypto.ErrInvalidSignature, "byte %d ^ %#x parses and verifies", i, mask)
+			require.Error(t, err, "byte %d ^ %#x parses and verifies", i, mask)
+			if i >= len(bin)-crypto.SignatureSize && errors.Is(err, crypto.ErrMalformedPoint) {
+				// A flipped bit of the signature's x often leaves no
+				// point on the curve: the decoder refuses it before
+				// any pairing.
+				verifyFailed++
+				continue
+			}
+			require.ErrorIs(t, err, crypto.ErrInvalidSignature, "byte %d ^ %#x", i, mask)
 			verifyFailed++
 		}
 	}
 	// Cluster ID and epoch bytes always parse: the signature is what catches
-	// their tampering.
+	// their tampering. Flipping the compression flag never parses.
 	require.GreaterOrEqual(t, parsed, 2*(ClusterIDSize+8))
 	require.Equal(t, parsed, verifyFailed)
 }
 
-// addP returns the 32-byte big-endian v+p, the non-canonical encoding kyber
-// would accept, if it still fits in 32 bytes.
-func addP(x []byte) ([]byte, bool) {
-	p, _ := new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
-	v := new(big.Int).Add(new(big.Int).SetBytes(x), p)
-	if v.BitLen() > 256 {
-		return nil, false
-	}
-	return v.FillBytes(make([]byte, 32)), true
+// Tokens a real version 1 and version 2 cluster issued (the bn256 test
+// cluster of earlier releases, over the reference statement). Their curve
+// is gone from this release, so they are kept as text: they must be refused
+// by their version, whatever their signature bytes.
+const (
+	oldTokenV1Text = "pt1.AXrQlyFmN_eTGwo_VTfZYhFKtrfYfELcbc_UxAvdWDHmCW9yZGVycy1kYgAAAAAAAAAqFDEyRDNLb29XSG9sZGVyUGVlcklEGsRESJhzZTY8hugjJQY919WxFa5SLwAD40KKflU16JY9ithhGt0d4SZnL6SH4x94oP7N4tcwWU-KQ05fdWVGlg"
+	oldTokenV2Text = "pt2.AnrQlyFmN_eTGwo_VTfZYhFKtrfYfELcbc_UxAvdWDHmCW9yZGVycy1kYgAAAAAAAAAqFDEyRDNLb29XSG9sZGVyUGVlcklEAQIDBAUGBwgJCgsMDQ4PEFFlzgsB-9n3KC7X_8Zu5giTPb5ECwZ_vxpcA98nIwHtHYgm8LPDMlErog-BsFnyKz3dtJv7-Fx98tgOMbkpDUY"
+)
+
+// oldToken returns the version 1 or 2 token above in binary and text form.
+func oldToken(tb testing.TB, version int) ([]byte, string) {
+	tb.Helper()
+	text := map[int]string{1: oldTokenV1Text, 2: oldTokenV2Text}[version]
+	require.NotEmpty(tb, text, "no version %d token", version)
+	bin, err := base64.RawURLEncoding.DecodeString(text[len("ptN."):])
+	require.NoError(tb, err)
+	require.Equal(tb, byte(version), bin[0])
+	return bin, text
 }
 
-// nonCanonicalToken returns the binary form of a valid token whose signature
-// has one coordinate replaced by coordinate+p.
-func nonCanonicalToken(tb testing.TB) []byte {
+// blsModulusHex is p, the base-field modulus of BLS12-381, in 48 bytes.
+const blsModulusHex = "1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab"
+
+// badSignature is a BLS12-381 encoding attack on a token's signature.
+type badSignature struct {
+	name string
+	sig  []byte
+	// parses reports that the bytes pass the byte-level rules ParseToken
+	// checks (length, flags, x below p, not the identity), so only the
+	// full decoding at verification refuses them, with want.
+	parses bool
+	want   error
+}
+
+// badSignatures returns encodings a strict decoder must refuse: x ≥ p,
+// every forbidden flag combination, the identity, an x with no point, and
+// a point on the curve outside the prime-order subgroup. The last entry,
+// the valid signature with its sort flag flipped, is the negated point: a
+// well-formed signature that does not verify, so flipping a flag never
+// yields a second encoding of a valid signature.
+func badSignatures(tb testing.TB) []badSignature {
 	tb.Helper()
 	fx := testFixture(tb)
-	for epoch := uint64(1); epoch < 64; epoch++ {
+	valid := fx.tok.Signature
+	with := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), valid[:]...)
+		f(b)
+		return b
+	}
+	// x + p fits beside the flags for about a quarter of all x: sign
+	// epochs until one does.
+	var plusP []byte
+	for epoch := uint64(1); plusP == nil; epoch++ {
+		require.Less(tb, epoch, uint64(200), "no signature whose x + p fits in 381 bits")
 		st := fx.stmt
 		st.Epoch = epoch
 		tok := fx.mustSign(tb, st)
-		bin, err := tok.MarshalBinary()
-		require.NoError(tb, err)
-		sig := bin[len(bin)-crypto.SignatureSize:]
-		for _, coord := range [][]byte{sig[:32], sig[32:]} {
-			if v, ok := addP(coord); ok {
-				copy(coord, v)
-				return bin
-			}
+		if b, ok := bls12381test.AddModulus(tok.Signature[:]); ok {
+			plusP = b
 		}
 	}
-	tb.Fatal("no signature with a malleable coordinate")
-	return nil
+	// p, BLS12-381's base-field modulus, with the compression flag.
+	p, err := hex.DecodeString(blsModulusHex)
+	require.NoError(tb, err)
+	p[0] |= 0x80
+	allOnes := bytes.Repeat([]byte{0xff}, crypto.SignatureSize)
+	allOnes[0] = 0x9f
+	notOnCurve := bls12381test.NotOnCurveG1(1)
+	outside := bls12381test.NonSubgroupG1(1)
+	return []badSignature{
+		{name: "x-plus-p", sig: plusP},
+		{name: "x-equals-p", sig: p},
+		{name: "x-all-ones", sig: allOnes},
+		{name: "compression-flag-clear", sig: with(func(b []byte) { b[0] &^= 0x80 })},
+		{name: "infinity-flag-on-point", sig: with(func(b []byte) { b[0] |= 0x40 })},
+		{name: "zero-bytes", sig: make([]byte, crypto.SignatureSize)},
+		{name: "identity", sig: bls12381test.Identity(crypto.SignatureSize)},
+		{name: "identity-sort-flag", sig: with(func(b []byte) { clear(b); b[0] = 0xe0 })},
+		{name: "identity-nonzero-x", sig: with(func(b []byte) { clear(b); b[0] = 0xc0; b[47] = 1 })},
+		{name: "not-on-curve", sig: notOnCurve[:], parses: true, want: crypto.ErrMalformedPoint},
+		{name: "outside-subgroup", sig: outside[:], parses: true, want: crypto.ErrNotInSubgroup},
+		{name: "sort-flag-flipped", sig: with(func(b []byte) { b[0] ^= 0x20 }), parses: true, want: crypto.ErrInvalidSignature},
+	}
 }
 
-func TestParseTokenRefusesNonCanonicalSignature(t *testing.T) {
-	bin := nonCanonicalToken(t)
-	tok, err := ParseToken(bin)
-	require.ErrorIs(t, err, ErrMalformed)
-	require.ErrorIs(t, err, crypto.ErrMalformedPoint)
-	require.Equal(t, Token{}, tok)
+// tokenWithSignature is the reference token's binary form with sig in
+// place of its signature.
+func tokenWithSignature(tb testing.TB, sig []byte) []byte {
+	tb.Helper()
+	st := testFixture(tb).stmt
+	return encodeToken(Version, st.Cluster, st.Resource, st.Epoch, st.Holder, sig)
+}
+
+// TestTokenSignatureEncodingAttacks: a token whose signature breaks a
+// byte-level rule is refused by ParseToken, naming the point; one that
+// passes them but is no point of G1 parses (parsing never decompresses, so
+// the verified-token cache is consulted first) and is then refused by
+// verification with the decoder's reason, before any pairing.
+func TestTokenSignatureEncodingAttacks(t *testing.T) {
+	fx := testFixture(t)
+	for _, c := range badSignatures(t) {
+		t.Run(c.name, func(t *testing.T) {
+			bin := tokenWithSignature(t, c.sig)
+			tok, err := ParseToken(bin)
+			if !c.parses {
+				require.ErrorIs(t, err, ErrMalformed)
+				require.ErrorIs(t, err, crypto.ErrMalformedPoint)
+				require.Contains(t, err.Error(), "token signature")
+				require.Equal(t, Token{}, tok)
+				text := TokenTextPrefix + base64.RawURLEncoding.EncodeToString(bin)
+				tok, err = ParseTokenText(text)
+				require.ErrorIs(t, err, crypto.ErrMalformedPoint)
+				require.Equal(t, Token{}, tok)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.sig, tok.Signature[:])
+			back, err := tok.MarshalBinary()
+			require.NoError(t, err)
+			require.Equal(t, bin, back)
+			err = fx.gk.Verify(tok.SignedBytes(), tok.Signature)
+			require.ErrorIs(t, err, c.want)
+			if c.want != crypto.ErrInvalidSignature {
+				require.ErrorIs(t, err, crypto.ErrMalformedPoint)
+				require.NotErrorIs(t, err, crypto.ErrInvalidSignature)
+			}
+		})
+	}
 }
 
 // encodeToken writes a token's binary form without validating it, to build
@@ -351,47 +453,6 @@ func encodeToken(version uint8, c ClusterID, resource string, epoch uint64, hold
 	e.holder(holder)
 	e.fixed(sig)
 	return e.b
-}
-
-// encodeTokenV1 writes a token in the version 1 layout: version byte 1,
-// cluster, resource, epoch, holder identity, signature (no session).
-func encodeTokenV1(c ClusterID, resource string, epoch uint64, holderID string, sig []byte) []byte {
-	e := encoder{}
-	e.u8(1)
-	e.fixed(c[:])
-	e.str(resource)
-	e.u64(epoch)
-	e.str(holderID)
-	e.fixed(sig)
-	return e.b
-}
-
-// oldToken is a version 1 token of the reference statement, in binary and
-// text form, signed (as version 1 nodes did) over the version 1 signed
-// bytes, so it is a token a real version 1 cluster could have issued.
-func oldToken(tb testing.TB) ([]byte, string) {
-	tb.Helper()
-	fx := testFixture(tb)
-	st := fx.stmt
-	e := encoder{}
-	e.fixed([]byte(DomainToken))
-	e.u8(1)
-	e.bytes(st.Cluster[:])
-	e.str(st.Resource)
-	e.u64(st.Epoch)
-	e.str(st.Holder.ID)
-	msg := e.b
-	ps := make([]crypto.PartialSig, 0, 3)
-	for _, s := range fx.shares[:3] {
-		p, err := s.Sign(msg)
-		require.NoError(tb, err)
-		ps = append(ps, p)
-	}
-	sig, _, err := fx.gk.Combine(msg, ps)
-	require.NoError(tb, err)
-	require.NoError(tb, fx.gk.Verify(msg, sig))
-	bin := encodeTokenV1(st.Cluster, st.Resource, st.Epoch, st.Holder.ID, sig[:])
-	return bin, "pt1." + base64.RawURLEncoding.EncodeToString(bin)
 }
 
 func TestTokenFieldValidation(t *testing.T) {
@@ -468,13 +529,17 @@ func TestParseTokenRefusesMalformed(t *testing.T) {
 		"empty":              nil,
 		"version only":       {Version},
 		"version 0":          append([]byte{0}, bin[1:]...),
-		"version 3":          append([]byte{3}, bin[1:]...),
+		"version 4":          append([]byte{4}, bin[1:]...),
 		"version 255":        append([]byte{255}, bin[1:]...),
 		"truncated":          bin[:len(bin)-1],
 		"trailing byte":      append(append([]byte(nil), bin...), 0),
 		"non-minimal length": nonMinimal,
 		"identity signature": identity,
-		"non-canonical sig":  nonCanonicalToken(t),
+	}
+	for _, c := range badSignatures(t) {
+		if !c.parses {
+			cases["signature "+c.name] = tokenWithSignature(t, c.sig)
+		}
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -491,61 +556,75 @@ func TestParseTokenRefusesMalformed(t *testing.T) {
 	}
 }
 
-// TestOldTokenVersionRefused: a version 1 token (no lock session) is never
-// accepted, in binary or text form or inside a message, and the error says
-// what to do.
+// TestOldTokenVersionRefused: a version 1 token (no lock session) or a
+// version 2 token (bn256) is never accepted, in binary or text form or
+// inside a message, and the error names the version and says what to do.
 func TestOldTokenVersionRefused(t *testing.T) {
 	fx := testFixture(t)
-	bin, text := oldToken(t)
-	check := func(t *testing.T, err error) {
-		t.Helper()
-		require.ErrorIs(t, err, ErrTokenVersion)
-		require.ErrorIs(t, err, ErrMalformed)
-		require.Contains(t, err.Error(), "acquire a new token")
-		require.Contains(t, err.Error(), "version 1")
-	}
-
-	got, err := ParseToken(bin)
-	check(t, err)
-	require.Equal(t, Token{}, got)
-	for _, s := range []string{text, " " + text + "\n", text[:len(text)-1], text + "A", "pt1.", "pt1.AAAA", "pt1.invalid"} {
-		got, err := ParseTokenText(s)
-		check(t, err)
-		require.Equal(t, Token{}, got, "%q", s)
-	}
-	var tok Token
-	check(t, tok.UnmarshalText([]byte(text)))
-	require.Equal(t, Token{}, tok)
-	var jt struct{ T Token }
-	check(t, json.Unmarshal([]byte(`{"T":"`+text+`"}`), &jt))
-
-	// Version byte 1 is refused whatever follows, even the new layout.
 	newBin, err := fx.tok.MarshalBinary()
 	require.NoError(t, err)
-	got, err = ParseToken(append([]byte{1}, newBin[1:]...))
-	check(t, err)
-	require.Equal(t, Token{}, got)
-	_, err = ParseToken([]byte{1})
-	check(t, err)
+	advice := map[int]string{1: "acquire a new token", 2: "run a new DKG"}
+	for _, v := range []int{1, 2} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
+			bin, text := oldToken(t, v)
+			prefix := fmt.Sprintf("pt%d.", v)
+			check := func(t *testing.T, err error) {
+				t.Helper()
+				require.ErrorIs(t, err, ErrTokenVersion)
+				require.ErrorIs(t, err, ErrMalformed)
+				require.Contains(t, err.Error(), advice[v])
+				require.Contains(t, err.Error(), fmt.Sprintf("version %d", v))
+			}
 
-	// Inside messages that carry a token.
-	_, err = UnmarshalCommitRequest(wire(bin, wu64(1000)))
-	check(t, err)
-	_, err = UnmarshalReleaseRequest(wire(bin))
-	check(t, err)
-	_, err = UnmarshalAcquireRequest(wire(fx.stmt.Cluster[:], wstr("r"), wu64(43), wsess(testSession), wu64(1), wu8(1), bin, wu8(0)))
-	check(t, err)
-	_, err = UnmarshalStatusReply(wire(wu64(1), whld(Holder{}), wu64(1), wu64(0), wu8(1), bin, wu8(0)))
-	check(t, err)
+			got, err := ParseToken(bin)
+			check(t, err)
+			require.Equal(t, Token{}, got)
+			for _, s := range []string{text, " " + text + "\n", text[:len(text)-1], text + "A", prefix, prefix + "AAAA", prefix + "invalid"} {
+				got, err := ParseTokenText(s)
+				check(t, err)
+				require.Equal(t, Token{}, got, "%q", s)
+			}
+			var tok Token
+			check(t, tok.UnmarshalText([]byte(text)))
+			require.Equal(t, Token{}, tok)
+			var jt struct{ T Token }
+			check(t, json.Unmarshal([]byte(`{"T":"`+text+`"}`), &jt))
 
-	// Other versions are malformed, but not the old version.
-	for _, v := range []byte{0, 3, 255} {
+			// The old version byte is refused whatever follows, even
+			// the current layout and signature, and the old prefix
+			// whatever body follows it.
+			got, err = ParseToken(append([]byte{byte(v)}, newBin[1:]...))
+			check(t, err)
+			require.Equal(t, Token{}, got)
+			_, err = ParseToken([]byte{byte(v)})
+			check(t, err)
+			_, err = ParseTokenText(prefix + fx.tok.String()[len(TokenTextPrefix):])
+			check(t, err)
+
+			// Inside messages that carry a token.
+			_, err = UnmarshalCommitRequest(wire(bin, wu64(1000)))
+			check(t, err)
+			_, err = UnmarshalReleaseRequest(wire(bin))
+			check(t, err)
+			_, err = UnmarshalAcquireRequest(wire(fx.stmt.Cluster[:], wstr("r"), wu64(43), wsess(testSession), wu64(1), wu8(1), bin, wu8(0)))
+			check(t, err)
+			_, err = UnmarshalStatusReply(wire(wu64(1), whld(Holder{}), wu64(1), wu64(0), wu8(1), bin, wu8(0)))
+			check(t, err)
+		})
+	}
+
+	// An old body under the current prefix is refused by its version
+	// byte. Other versions are malformed, but not an old version.
+	_, v2Text := oldToken(t, 2)
+	_, err = ParseTokenText(TokenTextPrefix + v2Text[len("pt2."):])
+	require.ErrorIs(t, err, ErrTokenVersion)
+	for _, v := range []byte{0, 4, 255} {
 		_, err := ParseToken(append([]byte{v}, newBin[1:]...))
 		require.ErrorIs(t, err, ErrMalformed, "version %d", v)
 		require.NotErrorIs(t, err, ErrTokenVersion, "version %d", v)
 	}
-	for _, p := range []string{"pt0.", "pt3.", "pt11.", "PT1."} {
-		_, err := ParseTokenText(p + text[len("pt1."):])
+	for _, p := range []string{"pt0.", "pt4.", "pt11.", "pt22.", "PT1.", "PT2."} {
+		_, err := ParseTokenText(p + v2Text[len("pt2."):])
 		require.ErrorIs(t, err, ErrMalformed, p)
 		require.NotErrorIs(t, err, ErrTokenVersion, p)
 	}

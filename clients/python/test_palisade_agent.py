@@ -38,7 +38,7 @@ class AgentTest(unittest.TestCase):
         lock = self.agent.acquire(self.resource, ttl=5)
         self.assertEqual(lock.state, "held")
         self.assertEqual(lock.resource, self.resource)
-        self.assertTrue(lock.token.startswith("pt2."))
+        self.assertTrue(lock.token.startswith("pt3."))
         self.assertRegex(lock.id, r"^[0-9a-f]{32}$")
         self.assertRegex(lock.session, r"^[0-9a-f]{32}$")
         self.assertEqual(lock.ttl, "5s")

@@ -17,6 +17,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // cmdJSONField is the script command "jsonfield FILE KEY VAR": it sets VAR
@@ -206,7 +208,7 @@ func TestPythonClient(t *testing.T) {
 	require.Contains(t, ag.stderr.String(), "released every lock")
 	r := runBin(ctx, t, 30*time.Second, bin, "acquire", "--cluster", clusterFile, "--identity", identity, "held-at-exit")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.True(t, bytes.HasPrefix([]byte(r.stdout), []byte("pt2.")), r.stdout)
+	require.True(t, bytes.HasPrefix([]byte(r.stdout), []byte(protocol.TokenTextPrefix)), r.stdout)
 
 	require.Equal(t, 0, res.stop(t, syscall.SIGTERM, 30*time.Second), res.stderr.String())
 	require.Equal(t, 0, tn.stop(t, os.Interrupt, 30*time.Second), tn.stderr.String())

@@ -7,11 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.etcd.io/bbolt"
+
+	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -41,6 +45,12 @@ import (
 //	    sets the client entry of PEERID in the cluster file FILE (adds
 //	    it, or replaces its name and patterns); @IDFILE reads the peer ID
 //	    from a file, as "palisade identity" printed it
+//	ptest oldshare DIR
+//	    rewrites the node directory DIR's share.key as the bn256 release
+//	    wrote its shares: the bare 34 bytes of index and scalar, no header
+//	ptest oldstore DIR
+//	    writes DIR/votes.db as the bn256 release left it: one record and
+//	    no format
 func ptestMain() {
 	if err := ptest(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "ptest: %v\n", err)
@@ -91,8 +101,48 @@ func ptest(args []string) error {
 		return nil
 	case sub == "client" && len(args) >= 3:
 		return ptestClient(args[0], args[1], args[2], args[3:])
+	case sub == "oldshare" && len(args) == 1:
+		return ptestOldShare(args[0])
+	case sub == "oldstore" && len(args) == 1:
+		return ptestOldStore(args[0])
 	}
 	return fmt.Errorf("bad arguments: %q", args)
+}
+
+// ptestOldShare replaces dir's share.key by its bare form, which is
+// byte for byte what a bn256 release wrote for a share (index and a
+// 32-byte scalar).
+func ptestOldShare(dir string) error {
+	path := filepath.Join(dir, node.ShareFileName)
+	share, err := node.ReadShareFile(path)
+	if err != nil {
+		return err
+	}
+	raw, err := share.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600)
+}
+
+// ptestOldStore writes dir's votes.db as a bn256 release left it: the
+// records and audit buckets, no format, one record with a bn256 vote.
+func ptestOldStore(dir string) error {
+	db, err := bbolt.Open(filepath.Join(dir, node.StoreFileName), 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		recs, err := tx.CreateBucket([]byte("records"))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket([]byte("audit")); err != nil {
+			return err
+		}
+		return recs.Put([]byte("orders-db"), []byte(`{"resource":"orders-db","last_epoch":3,"vote":"0001`+strings.Repeat("ab", 64)+`"}`))
+	})
+	return errors.Join(err, db.Close())
 }
 
 func ptestExits(want string, argv []string) error {

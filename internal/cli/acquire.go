@@ -102,7 +102,7 @@ func runVerify(_ context.Context, e *env, cfg Config, args []string) error {
 	}
 	v, err := verifier.Load(cfg.Cluster)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return clusterLoadError("verify", cfg.Cluster, err)
 	}
 	if cfg.JSON {
 		return verifyJSON(e.stdout, v, text)

@@ -61,7 +61,7 @@ Example:
     $ palisade agent --cluster /tmp/pal/cluster.json --identity /tmp/pal/client.key &
     listening on http://127.0.0.1:7071
     $ curl -s -X POST -d '{"ttl": "30s"}' http://127.0.0.1:7071/v1/locks/orders-db
-    {"id":"9f86d0[...]","resource":"orders-db","token":"pt2.[...]","epoch":1,[...],"state":"held"}
+    {"id":"9f86d0[...]","resource":"orders-db","token":"pt3.[...]","epoch":1,[...],"state":"held"}
     $ curl -s -X POST http://127.0.0.1:7071/v1/locks/orders-db
     {"code":"busy","message":"[...]"}
     $ curl -s 'http://127.0.0.1:7071/v1/locks/9f86d0[...]?wait=0s'
@@ -102,7 +102,7 @@ func runAgent(ctx context.Context, e *env, cfg Config, args []string) (err error
 	}
 	cluster, err := protocol.LoadCluster(cfg.Cluster)
 	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+		return clusterLoadError("agent", cfg.Cluster, err)
 	}
 	id, err := client.LoadIdentity(cfg.Identity)
 	if err != nil {

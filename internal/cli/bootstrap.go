@@ -156,6 +156,9 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 		}
 		fmt.Fprintf(e.stderr, "palisade: bootstrap: node %d reuses its keys and votes in %s (cluster %s)\n", d.Share.Index(), cfg.Dir, d.Cluster.ID)
 	case exists(filepath.Join(cfg.Dir, node.ShareFileName)):
+		if file, detail, ok := earlierRelease(err); ok {
+			return explainf(err, "bootstrap: %s holds the keys of another release (its %s: %s): remove the testnet's data (its volumes) to run a new DKG", cfg.Dir, file, detail)
+		}
 		return fmt.Errorf("bootstrap: %s holds a share but does not load (%w): repair it, or remove the testnet's data to start over", cfg.Dir, err)
 	default:
 		if err := bootstrapKeys(ctx, e, cfg); err != nil {
@@ -310,8 +313,8 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	}
 	fmt.Fprintf(e.stderr, "palisade: bootstrap: client %s published; waiting up to %v for %s\n", pid, b.JoinTimeout, clusterPath)
 	if err := waitFor(ctx, e.stderr, b.JoinTimeout, "the cluster file", func() ([]string, error) {
-		if admitted() != nil {
-			return []string{clusterPath + " listing this client"}, nil
+		if err := admitted(); err != nil {
+			return []string{clusterPath + " listing this client" + staleCluster(err)}, nil
 		}
 		return nil, nil
 	}); err != nil {
@@ -334,7 +337,7 @@ func bootstrapResource(ctx context.Context, e *env, cfg Config) error {
 	fmt.Fprintf(e.stderr, "palisade: bootstrap: resource waiting up to %v for %s\n", b.JoinTimeout, cfg.Cluster)
 	if err := waitFor(ctx, e.stderr, b.JoinTimeout, "the cluster file", func() ([]string, error) {
 		if _, err := protocol.LoadCluster(cfg.Cluster); err != nil {
-			return []string{cfg.Cluster}, nil
+			return []string{cfg.Cluster + staleCluster(err)}, nil
 		}
 		return nil, nil
 	}); err != nil {
@@ -475,6 +478,17 @@ func waitFor(ctx context.Context, progress io.Writer, limit time.Duration, what 
 		case <-poll.C:
 		}
 	}
+}
+
+// staleCluster notes, for a wait's progress line, that the cluster file
+// there is one an earlier release wrote (the nodes replace it once their
+// new DKG completes; nodes whose volumes hold keys of that release stop
+// and say so).
+func staleCluster(err error) string {
+	if errors.Is(err, protocol.ErrClusterFileVersion) {
+		return " (the one there is of an earlier release; the nodes replace it after their DKG)"
+	}
+	return ""
 }
 
 // readPeerFile decodes SHARED/peers/name into v strictly; ok is false if
@@ -708,5 +722,5 @@ container per service):
     cluster palisade-testnet n=4 t=3 id=[...]
     $ palisade bootstrap resource --shared /tmp/tn --data /tmp/tn-res &
     $ palisade acquire --cluster /tmp/tn/cluster.json --identity /tmp/tn/client.key orders-db
-    pt2.Ag[...]
+    pt3.A[...]
 `

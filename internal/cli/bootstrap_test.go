@@ -226,7 +226,7 @@ func TestBootstrap(t *testing.T) {
 			"--wait", "30s", "orders-db", "paid"}, &out, &errb), errb.String())
 		return out.String()
 	}
-	require.Regexp(t, `^acquired orders-db epoch=1 token=pt2\.\S+\nput orders-db epoch=1 status=204\n$`, put())
+	require.Regexp(t, `^acquired orders-db epoch=1 token=pt3\.\S+\nput orders-db epoch=1 status=204\n$`, put())
 
 	// A node started again reuses its keys and votes: no new ceremony,
 	// the same cluster, and the next epoch is above the last.

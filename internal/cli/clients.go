@@ -43,7 +43,7 @@ func runClients(_ context.Context, e *env, cfg Config, args []string) error {
 	}
 	cluster, err := protocol.LoadCluster(cfg.Cluster)
 	if err != nil {
-		return fmt.Errorf("clients: %w", err)
+		return clusterLoadError("clients", cfg.Cluster, err)
 	}
 	f := cluster.File
 	f.Clients = slices.Clone(f.Clients)

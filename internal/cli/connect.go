@@ -170,6 +170,8 @@ func loadCluster(cmd, path string) (*protocol.Cluster, error) {
 		return cluster, nil
 	case errors.Is(err, os.ErrNotExist):
 		return nil, explainf(err, "%s: cluster file %s does not exist: give --cluster the cluster.json that keygen or dkg wrote", cmd, path)
+	case errors.Is(err, protocol.ErrClusterFileVersion):
+		return nil, clusterLoadError(cmd, path, err)
 	case errors.Is(err, protocol.ErrBadClusterFile):
 		detail := strings.TrimPrefix(reason(err), path+": ")
 		detail = strings.TrimPrefix(detail, "bad cluster file: ")

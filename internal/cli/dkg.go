@@ -99,6 +99,9 @@ func runReshare(ctx context.Context, e *env, cfg Config, args []string) error {
 		return usageErrorf("reshare", "reshare: give --old-dir (old members) or --cluster (new members), not both")
 	case cfg.OldDir != "":
 		d, err := node.LoadDir(cfg.OldDir)
+		if file, detail, ok := earlierRelease(err); ok {
+			return explainf(err, "reshare: --old-dir %s was made by another release (its %s: %s); a cluster of an earlier release cannot be reshared onto this one's curve: run a new DKG (palisade dkg) instead, with the same identity files if you like", cfg.OldDir, file, detail)
+		}
 		if err != nil {
 			return fmt.Errorf("reshare: old node directory: %w", err)
 		}
@@ -112,6 +115,9 @@ func runReshare(ctx context.Context, e *env, cfg Config, args []string) error {
 		dc.OldCluster, dc.OldShare = d.Cluster, d.Share
 	case cfg.Cluster != "":
 		c, err := protocol.LoadCluster(cfg.Cluster)
+		if errors.Is(err, protocol.ErrClusterFileVersion) {
+			return explainf(err, "reshare: --cluster %s was written by an earlier release (%s); a cluster of an earlier release cannot be reshared onto this one's curve: run a new DKG (palisade dkg) instead", cfg.Cluster, afterSentinel(err, protocol.ErrClusterFileVersion))
+		}
 		if err != nil {
 			return fmt.Errorf("reshare: %w", err)
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/internal/transport"
+	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
@@ -273,7 +274,7 @@ func reason(err error) string { return stripPrefixes(firstLine(err.Error())) }
 
 // packagePrefix matches the "pkg: " prefixes errors collect on their way
 // up; they tell a user nothing.
-var packagePrefix = regexp.MustCompile(`\b(client|protocol|verifier|transport|crypto|node|bn256\.G[12]): `)
+var packagePrefix = regexp.MustCompile(`\b(client|protocol|verifier|transport|crypto|node|bls12381): `)
 
 // stripPrefixes removes package prefixes from an error message.
 func stripPrefixes(s string) string { return packagePrefix.ReplaceAllString(s, "") }
@@ -311,16 +312,61 @@ func shortPeer(id string) string {
 	return id
 }
 
+// The files and tokens of earlier releases this one refuses, each with a
+// sentinel that names the version and what to do. Versions up to the
+// bn256 release (token version 2, cluster file version 1, bare share
+// files, vote stores without a format) cannot be read: their keys,
+// signatures and votes are on another curve, and the only way forward is
+// a new DKG on BLS12-381. identity.key files carry over: a libp2p Ed25519
+// key, typed by libp2p's own format, with nothing of the curve.
+
+// afterSentinel returns what err's message says after sentinel's own
+// text: the version and what to do, without the packages' prefixes.
+func afterSentinel(err, sentinel error) string {
+	msg := firstLine(err.Error())
+	if _, rest, ok := strings.Cut(msg, sentinel.Error()+": "); ok {
+		return rest
+	}
+	return stripPrefixes(msg)
+}
+
+// earlierRelease finds a node directory's file of another release in
+// err: the file's name and what the refusal says (its version and what to
+// do). ok is false for any other error.
+func earlierRelease(err error) (file, detail string, ok bool) {
+	switch {
+	case errors.Is(err, protocol.ErrClusterFileVersion):
+		return node.ClusterFileName, afterSentinel(err, protocol.ErrClusterFileVersion), true
+	case errors.Is(err, node.ErrShareFileVersion):
+		return node.ShareFileName, afterSentinel(err, node.ErrShareFileVersion), true
+	case errors.Is(err, node.ErrStoreVersion):
+		return node.StoreFileName, afterSentinel(err, node.ErrStoreVersion), true
+	}
+	return "", "", false
+}
+
+// clusterLoadError explains why cmd could not load --cluster path: a
+// cluster file of an earlier release names its version and what to do;
+// other errors keep their message.
+func clusterLoadError(cmd, path string, err error) error {
+	if errors.Is(err, protocol.ErrClusterFileVersion) {
+		return explainf(err, "%s: --cluster %s was written by an earlier release: %s", cmd, path, afterSentinel(err, protocol.ErrClusterFileVersion))
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}
+
 // tokenRejected explains why verify (or release) rejected a token.
 func tokenRejected(clusterPath string, err error) error {
 	switch {
 	case errors.Is(err, protocol.ErrTokenVersion):
-		return explainf(err, "token rejected: token format version 1 is no longer accepted (tokens now name a lock session); acquire a new token")
+		return explainf(err, "token rejected: %s", afterSentinel(err, protocol.ErrTokenVersion))
+	case errors.Is(err, verifier.ErrInvalidToken) && errors.Is(err, crypto.ErrMalformedPoint):
+		return explainf(err, "token rejected: invalid token signature: its signature is not a point of the signature group G1 (%s; damaged in copying?): pass the whole text acquire printed, starting with %q", pointReason(err), protocol.TokenTextPrefix)
 	case errors.Is(err, verifier.ErrMalformedToken):
 		detail := strings.TrimPrefix(err.Error(), verifier.ErrMalformedToken.Error()+": ")
 		detail = strings.TrimPrefix(detail, protocol.ErrMalformed.Error()+": ")
 		if errors.Is(err, crypto.ErrMalformedPoint) {
-			detail = "its signature is not a point of the curve"
+			detail = "its signature is not a valid point encoding: " + pointReason(err)
 		}
 		return explainf(err, "token rejected: malformed token (%s): pass the whole text acquire printed, starting with %q", stripPrefixes(firstLine(detail)), protocol.TokenTextPrefix)
 	case errors.Is(err, verifier.ErrInvalidToken):
@@ -331,8 +377,28 @@ func tokenRejected(clusterPath string, err error) error {
 	return explainf(err, "token rejected: %s", reason(err))
 }
 
+// pointReason says in a few words why a point's encoding was refused.
+func pointReason(err error) string {
+	switch msg := err.Error(); {
+	case errors.Is(err, crypto.ErrNotInSubgroup):
+		return "outside the prime-order subgroup"
+	case strings.Contains(msg, "not on the curve"):
+		return "not on the curve"
+	case strings.Contains(msg, "compression flag"):
+		return "compression flag not set"
+	case strings.Contains(msg, "infinity"), strings.Contains(msg, "identity"):
+		return "the point at infinity"
+	case strings.Contains(msg, "not below p"):
+		return "coordinate not below p"
+	}
+	return "bad encoding"
+}
+
 // explainNodeLoad explains why a node directory did not load.
 func explainNodeLoad(dir string, err error) error {
+	if file, detail, ok := earlierRelease(err); ok {
+		return explainf(err, "node: %s was made by another release: its %s: %s", dir, file, detail)
+	}
 	var pe *fs.PathError
 	if errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe) {
 		if _, serr := os.Stat(dir); serr != nil {
@@ -353,6 +419,9 @@ func explainNodeLoad(dir string, err error) error {
 func explainNodeStart(index int, dir string, err error) error {
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return explainf(err, "node %d: its vote store %s/votes.db is locked by another process: node %d already runs from %s (palisade node or testnet); stop it first, one directory runs one node", index, dir, index, dir)
+	}
+	if file, detail, ok := earlierRelease(err); ok {
+		return explainf(err, "node %d: %s was made by another release: its %s: %s", index, dir, file, detail)
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return explainf(err, "node %d: its listen address is in use (%s): is node %d already running, or another program on its port?", index, reason(err), index)

@@ -17,7 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	"github.com/palisade-dev/palisade/internal/transport"
+	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 	"github.com/palisade-dev/palisade/verifier/verifiertest"
@@ -164,22 +167,41 @@ func TestTokenRejected(t *testing.T) {
 		_, err := v.ParseAndVerify(text)
 		require.Error(t, err)
 		msg := tokenRejected("c.json", err).Error()
-		require.NotRegexp(t, `\b(verifier|protocol|crypto|bn256\.G1): `, msg)
+		require.NotRegexp(t, `\b(verifier|protocol|crypto|bls12381): `, msg)
 		require.NotContains(t, msg, "\n")
 		return msg
 	}
-
-	// The signature's bytes are not a curve point (as when a token is
-	// damaged in copying).
 	b, err := tok.MarshalBinary()
 	require.NoError(t, err)
-	for i := len(b) - 32; i < len(b); i++ {
-		b[i] = 0xff
+	sigAt := len(b) - crypto.SignatureSize
+	withSig := func(sig []byte) string {
+		bb := append(append([]byte(nil), b[:sigAt]...), sig...)
+		return protocol.TokenTextPrefix + base64.RawURLEncoding.EncodeToString(bb)
 	}
-	require.Equal(t, `token rejected: malformed token (its signature is not a point of the curve): pass the whole text acquire printed, starting with "pt2."`,
-		check(protocol.TokenTextPrefix+base64.RawURLEncoding.EncodeToString(b)))
-	require.Equal(t, `token rejected: malformed token (token text: illegal base64 data at input byte 1): pass the whole text acquire printed, starting with "pt2."`,
-		check("pt2.g!rbage"))
+
+	// The signature's bytes break the encoding's byte-level rules, which
+	// parsing checks (as when a token is damaged in copying).
+	noFlag := append([]byte(nil), tok.Signature[:]...)
+	noFlag[0] &^= 0x80
+	require.Equal(t, `token rejected: malformed token (its signature is not a valid point encoding: compression flag not set): pass the whole text acquire printed, starting with "pt3."`,
+		check(withSig(noFlag)))
+	require.Equal(t, `token rejected: malformed token (its signature is not a valid point encoding: the point at infinity): pass the whole text acquire printed, starting with "pt3."`,
+		check(withSig(bls12381test.Identity(crypto.SignatureSize))))
+	// They pass those rules but are no point of G1, which only the full
+	// decoding at verification finds.
+	notOnCurve := bls12381test.NotOnCurveG1(1)
+	require.Equal(t, `token rejected: invalid token signature: its signature is not a point of the signature group G1 (not on the curve; damaged in copying?): pass the whole text acquire printed, starting with "pt3."`,
+		check(withSig(notOnCurve[:])))
+	outside := bls12381test.NonSubgroupG1(1)
+	require.Equal(t, `token rejected: invalid token signature: its signature is not a point of the signature group G1 (outside the prime-order subgroup; damaged in copying?): pass the whole text acquire printed, starting with "pt3."`,
+		check(withSig(outside[:])))
+	require.Equal(t, `token rejected: malformed token (token text: illegal base64 data at input byte 1): pass the whole text acquire printed, starting with "pt3."`,
+		check("pt3.g!rbage"))
+
+	// Tokens of earlier versions name their version and what to do.
+	require.Equal(t, "token rejected: version 2 tokens are signed on the bn256 curve, which this release no longer verifies; the cluster must run a new DKG on BLS12-381 (palisade dkg), then acquire a new token",
+		check("pt2."+strings.TrimPrefix(tok.String(), protocol.TokenTextPrefix)))
+	require.Equal(t, "token rejected: version 1 tokens name no lock session and are no longer accepted; acquire a new token", check("pt1.AQAAAA"))
 
 	changed := tok
 	changed.Epoch++
@@ -187,6 +209,32 @@ func TestTokenRejected(t *testing.T) {
 	other, err := verifiertest.NewDealer("other", 2).Issue("orders-db", 3, tok.Holder.ID)
 	require.NoError(t, err)
 	require.Equal(t, "token rejected: token for another cluster than --cluster c.json: verify it with its own cluster's cluster.json", check(other.String()))
+}
+
+// TestEarlierReleaseExplained: a cluster file, share file or vote store of
+// an earlier release is explained in one line naming the file, its version
+// and what to do, and the explanation still unwraps to the sentinel.
+func TestEarlierReleaseExplained(t *testing.T) {
+	dir := t.TempDir()
+	cluster := fmt.Errorf("%s: %w", dir+"/cluster.json", fmt.Errorf("%w: version 1 holds a bn256 group key, which this release no longer uses; run a new DKG (palisade dkg) to make a BLS12-381 key and a version 2 cluster file", protocol.ErrClusterFileVersion))
+	share := fmt.Errorf("%s: %w", dir+"/share.key", fmt.Errorf("%w: a version 1 (bn256) share, written by an earlier release (34 bytes, no header); this release signs on BLS12-381 and cannot use it: run a new DKG (palisade dkg) into an empty node directory", node.ErrShareFileVersion))
+	store := fmt.Errorf("node: bolt store: open x: %w", fmt.Errorf("%w: a version 1 store, which an earlier release wrote", node.ErrStoreVersion))
+
+	err := explainNodeLoad(dir, cluster)
+	require.ErrorIs(t, err, protocol.ErrClusterFileVersion)
+	require.Equal(t, "node: "+dir+" was made by another release: its cluster.json: version 1 holds a bn256 group key, which this release no longer uses; run a new DKG (palisade dkg) to make a BLS12-381 key and a version 2 cluster file", err.Error())
+	err = explainNodeLoad(dir, share)
+	require.ErrorIs(t, err, node.ErrShareFileVersion)
+	require.Equal(t, "node: "+dir+" was made by another release: its share.key: a version 1 (bn256) share, written by an earlier release (34 bytes, no header); this release signs on BLS12-381 and cannot use it: run a new DKG (palisade dkg) into an empty node directory", err.Error())
+	err = explainNodeStart(2, dir, store)
+	require.ErrorIs(t, err, node.ErrStoreVersion)
+	require.Equal(t, "node 2: "+dir+" was made by another release: its votes.db: a version 1 store, which an earlier release wrote", err.Error())
+
+	err = clusterLoadError("status", "c.json", cluster)
+	require.ErrorIs(t, err, protocol.ErrClusterFileVersion)
+	require.Equal(t, "status: --cluster c.json was written by an earlier release: version 1 holds a bn256 group key, which this release no longer uses; run a new DKG (palisade dkg) to make a BLS12-381 key and a version 2 cluster file", err.Error())
+	plain := errors.New("boom")
+	require.Equal(t, "status: boom", clusterLoadError("status", "c.json", plain).Error())
 }
 
 func TestFaultTolerance(t *testing.T) {

@@ -77,7 +77,7 @@ func runPut(ctx context.Context, e *env, cfg Config, args []string) error {
 	}
 	cluster, err := protocol.LoadCluster(cfg.Cluster)
 	if err != nil {
-		return fmt.Errorf("put: %w", err)
+		return clusterLoadError("put", cfg.Cluster, err)
 	}
 	id, err := client.LoadIdentity(cfg.Identity)
 	if err != nil {
@@ -193,7 +193,7 @@ Flags (environment variable in brackets):
 
 Example:
     $ palisade put --url http://127.0.0.1:7070 --ttl 2s --every 500ms orders-db paid
-    acquired orders-db epoch=4 token=pt2.Ag[...]
+    acquired orders-db epoch=4 token=pt3.A[...]
     put orders-db epoch=4 status=204
     [... the process is paused for 5s; another client takes epoch 5 and writes ...]
     put orders-db epoch=4 status=409

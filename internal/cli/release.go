@@ -37,7 +37,7 @@ Example:
     $ curl -X PUT -H "Palisade-Token: $TOKEN" --data paid [...]
     $ palisade release "$TOKEN"
     $ palisade acquire orders-db
-    pt2.Ag[...]
+    pt3.A[...]
 `
 
 func releaseFlags(fs *flag.FlagSet, c *Config) {

@@ -59,7 +59,7 @@ func runStatus(ctx context.Context, e *env, cfg Config, args []string) error {
 	}
 	cluster, err := protocol.LoadCluster(cfg.Cluster)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return clusterLoadError("status", cfg.Cluster, err)
 	}
 	key, err := transport.LoadIdentity(cfg.Identity)
 	if err != nil {

@@ -151,7 +151,7 @@ Example:
     ready
     $ palisade acquire --cluster /tmp/palisade/cluster.json \
         --identity /tmp/palisade/client.key orders-db
-    pt2.Ag[...]
+    pt3.A[...]
 `
 
 const acquireUsage = `Usage:
@@ -179,7 +179,7 @@ Example:
     $ TOKEN=$(palisade acquire --ttl 30s orders-db)
     $ curl -H "Palisade-Token: $TOKEN" [...]
     $ palisade acquire --wait 40s orders-db
-    pt2.Ag[...]
+    pt3.A[...]
 `
 
 const verifyUsage = `Usage:
@@ -197,9 +197,12 @@ check barriers: that is the resource's job.
 With --json it prints one JSON object on stdout instead, for scripts,
 whether the token is valid or not: "valid", the token's fields when it
 decodes ("cluster", "resource", "epoch", "holder", "session"),
-"signature" (valid, invalid or not_checked) and, if refused, "error"
-with a "code" (malformed, old_version, wrong_cluster, invalid_signature;
-see docs/token-format.md) and a "message".
+"signature_check" (valid, invalid or not_checked), what another
+implementation of the ciphersuite needs to check the signature itself
+("ciphersuite", "dst", "group_key", and when the token decodes
+"message", the signed bytes, and "signature", all hex) and, if refused,
+"error" with a "code" (malformed, old_version, wrong_cluster,
+invalid_signature; see docs/token-format.md) and a "message".
 
 Flags (environment variable in brackets):
     --cluster FILE   the cluster file [PALISADE_CLUSTER]
@@ -208,10 +211,10 @@ Flags (environment variable in brackets):
 Example:
     $ palisade verify --cluster /tmp/palisade/cluster.json "$TOKEN"
     resource=orders-db epoch=1 holder=12D3KooW[...] session=[...]
-    $ palisade verify --cluster /tmp/palisade/cluster.json pt2.garbage
-    palisade: error: token rejected: verifier: malformed token: [...]
+    $ palisade verify --cluster /tmp/palisade/cluster.json pt3.garbage
+    palisade: error: token rejected: malformed token ([...]): pass the whole text acquire printed, starting with "pt3."
     $ palisade verify --json --cluster /tmp/palisade/cluster.json "$TOKEN"
-    {"valid":true,"cluster":"5f0c[...]","resource":"orders-db","epoch":1,"holder":"12D3KooW[...]","session":"[...]","signature":"valid"}
+    {"valid":true,"cluster":"5f0c[...]","resource":"orders-db","epoch":1,"holder":"12D3KooW[...]","session":"[...]","signature_check":"valid","ciphersuite":"BLS_SIG_BLS12381G1_XMD:SHA-256_SSWU_RO_NUL_",[...],"signature":"96c8[...]"}
 `
 
 const demoUsage = `Usage:
