@@ -14,12 +14,14 @@ import (
 	"math"
 	"math/big"
 	mrand "math/rand"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -211,30 +213,135 @@ func (equivocator) Request(_ context.Context, m *Member, proto string, from peer
 // forgery is what a ForgePartials node did to one vote.
 type forgery int
 
-// The forgeries ForgePartials cycles through.
+// The forgeries ForgePartials draws from. The encoding attacks rewrite the
+// 48 bytes of the node's honest partial (a compressed BLS12-381 G1 point)
+// and leave everything else in the vote as it was, so only the partial
+// gives them away.
 const (
 	// forgeWrongMessage: a well-formed partial of the node's own index
 	// over another message. Only a pairing check finds it.
 	forgeWrongMessage forgery = iota
-	// forgeMalleated: the honest partial with a coordinate replaced by
-	// x+p, written raw into the reply bytes (kyber itself would accept
-	// it; the strict decoder must not).
-	forgeMalleated
 	// forgeOtherIndex: the node's valid partial labelled with another
 	// node's index.
 	forgeOtherIndex
+	// forgeXNotBelowP: the x-coordinate written as x+p, the same residue
+	// in a non-canonical encoding; when x+p does not fit beside the flag
+	// bits (most partials), another x ≥ p.
+	forgeXNotBelowP
+	// forgeSortFlag: the sort flag flipped, which names the negated
+	// point: a valid encoding of a point of G1 that is not the partial.
+	// Only a pairing check finds it.
+	forgeSortFlag
+	// forgeUncompressed: the compression flag cleared, so the 48 bytes
+	// claim to be the first half of an uncompressed point.
+	forgeUncompressed
+	// forgeIdentity: the canonical encoding of the point at infinity.
+	forgeIdentity
+	// forgeInfinityFlag: the infinity flag set over the partial's
+	// (non-zero) x-coordinate.
+	forgeInfinityFlag
+	// forgeNonSubgroup: a point on the curve outside the prime-order
+	// subgroup, as ParsePartial's byte-level rules allow.
+	forgeNonSubgroup
+	// forgeNotOnCurve: a canonical x-coordinate with no point on the
+	// curve, as ParsePartial's byte-level rules allow.
+	forgeNotOnCurve
 )
+
+// encodingAttacks are the forgeries that rewrite the partial's encoding.
+var encodingAttacks = []forgery{
+	forgeXNotBelowP, forgeSortFlag, forgeUncompressed, forgeIdentity,
+	forgeInfinityFlag, forgeNonSubgroup, forgeNotOnCurve,
+}
 
 func (f forgery) String() string {
 	switch f {
 	case forgeWrongMessage:
 		return "wrong-message"
-	case forgeMalleated:
-		return "malleated"
 	case forgeOtherIndex:
 		return "other-index"
+	case forgeXNotBelowP:
+		return "x-not-below-p"
+	case forgeSortFlag:
+		return "sort-flag"
+	case forgeUncompressed:
+		return "uncompressed"
+	case forgeIdentity:
+		return "identity"
+	case forgeInfinityFlag:
+		return "infinity-flag"
+	case forgeNonSubgroup:
+		return "non-subgroup"
+	case forgeNotOnCurve:
+		return "not-on-curve"
 	}
 	return fmt.Sprintf("forgery(%d)", int(f))
+}
+
+// encoding reports whether f rewrites the partial's encoding.
+func (f forgery) encoding() bool { return slices.Contains(encodingAttacks, f) }
+
+// byteLevel reports whether f breaks a byte-level rule of the encoding
+// (flags, x below p, not the identity), which crypto.ParsePartial checks
+// and so every decoder of a vote refuses. The other encoding attacks pass
+// those rules and are found when the partial is decoded in full (the curve
+// and subgroup checks) or, for the sort flag, by the pairing.
+func (f forgery) byteLevel() bool {
+	switch f {
+	case forgeXNotBelowP, forgeUncompressed, forgeIdentity, forgeInfinityFlag:
+		return true
+	}
+	return false
+}
+
+// Flag bits of the first byte of a compressed point.
+const (
+	flagCompressed = 0x80
+	flagInfinity   = 0x40
+	flagSort       = 0x20
+	flagBits       = flagCompressed | flagInfinity | flagSort
+)
+
+// fieldModulus is p, the base-field modulus of BLS12-381: AddModulus
+// applied to x = 0.
+var fieldModulus = func() *big.Int {
+	b, _ := bls12381test.AddModulus(make([]byte, crypto.SignatureSize))
+	return new(big.Int).SetBytes(b)
+}()
+
+// malleate returns sig with encoding attack mode applied. tag (at least 1)
+// picks the point for forgeNonSubgroup and the x for forgeNotOnCurve.
+func malleate(mode forgery, sig crypto.Signature, tag uint64) crypto.Signature {
+	out := sig
+	switch mode {
+	case forgeXNotBelowP:
+		if b, ok := bls12381test.AddModulus(sig[:]); ok {
+			copy(out[:], b)
+			return out
+		}
+		// x+p needs more than the 381 bits beside the flags: write
+		// p + (x mod (2^381 - p)) instead, still at least p.
+		x := new(big.Int).SetBytes(append([]byte{sig[0] &^ flagBits}, sig[1:]...))
+		room := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 8*crypto.SignatureSize-3), fieldModulus)
+		x.Add(x.Mod(x, room), fieldModulus)
+		x.FillBytes(out[:])
+		out[0] |= sig[0] & flagBits
+	case forgeSortFlag:
+		out[0] ^= flagSort
+	case forgeUncompressed:
+		out[0] &^= flagCompressed
+	case forgeIdentity:
+		copy(out[:], bls12381test.Identity(crypto.SignatureSize))
+	case forgeInfinityFlag:
+		out[0] |= flagInfinity
+	case forgeNonSubgroup:
+		q := bls12381test.NonSubgroupG1(tag)
+		copy(out[:], q[:])
+	case forgeNotOnCurve:
+		q := bls12381test.NotOnCurveG1(tag)
+		copy(out[:], q[:])
+	}
+	return out
 }
 
 type partialForger struct {
@@ -257,8 +364,10 @@ func (p *partialForger) force(m forgery) {
 
 // ForgePartials makes a node decide honestly (it records its votes) but
 // send invalid partials: in turn a well-formed partial over the wrong
-// message and a malleated (x+p) encoding, and every fifth vote its partial
-// under another node's index.
+// message and one of the BLS12-381 encoding attacks on its honest partial
+// (x ≥ p, the sort flag flipped, the compression flag cleared, the
+// identity, the infinity flag, a point outside the subgroup, an x with no
+// point), and every fifth vote its partial under another node's index.
 func ForgePartials() Behaviour {
 	return &partialForger{r: newByzRand(0xf0f0), log: map[string][]forgery{}}
 }
@@ -283,10 +392,6 @@ func (p *partialForger) Request(_ context.Context, _ *Member, proto string, from
 	return nil, false, nil
 }
 
-// partialSigOffset is where the signature of the partial starts in a
-// marshalled vote: version, kind, the partial's index.
-const partialSigOffset = 1 + 1 + crypto.PartialSize - crypto.SignatureSize
-
 func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byte) []byte {
 	ar, stmt, ok := p.votes.honestVote(m, proto, from, reply)
 	if !ok {
@@ -298,66 +403,32 @@ func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byt
 	case c%5 == 4:
 		mode = forgeOtherIndex
 	case c%2 == 1:
-		mode = forgeMalleated
+		mode = encodingAttacks[p.r.intn(len(encodingAttacks))]
 	}
+	tag := 1 + p.r.uint64()%(1<<16)
 	p.mu.Lock()
 	if p.forced != nil {
 		mode = *p.forced
 	}
 	p.mu.Unlock()
-	var out []byte
-	switch mode {
-	case forgeMalleated:
-		out = malleateVote(reply)
-		if out == nil {
-			mode = forgeWrongMessage
-		}
-	case forgeOtherIndex:
+	switch {
+	case mode == forgeOtherIndex:
 		n := m.Dir.Cluster.File.N
 		ar.Partial.Index = ar.Partial.Index%n + 1
-		out = ar.Marshal()
-	}
-	if mode == forgeWrongMessage {
+	case mode.encoding():
+		ar.Partial.Sig = malleate(mode, ar.Partial.Sig, tag)
+	default:
 		bad, err := m.Dir.Share.Sign(append([]byte("forged partial\x00"), stmt.SignedBytes()...))
 		if err != nil {
 			return reply
 		}
 		ar.Partial = bad
-		out = ar.Marshal()
 	}
 	p.mu.Lock()
 	k := stmtKey(stmt.Resource, stmt.Epoch, stmt.Holder)
 	p.log[k] = append(p.log[k], mode)
 	p.mu.Unlock()
-	return out
-}
-
-// bn256P is the base field modulus of kyber's bn256.
-var bn256P, _ = new(big.Int).SetString("65000549695646603732796438742359905742825358107623003571877145026864184071783", 10)
-
-// malleateVote rewrites the x (or else y) coordinate of a marshalled
-// vote's partial as coordinate+p, the non-canonical encoding of the same
-// point. It returns nil if neither fits in 32 bytes.
-func malleateVote(reply []byte) []byte {
-	for _, off := range []int{partialSigOffset, partialSigOffset + 32} {
-		if len(reply) < off+32 {
-			return nil
-		}
-		if x, ok := addModulus(reply[off : off+32]); ok {
-			out := append([]byte(nil), reply...)
-			copy(out[off:], x)
-			return out
-		}
-	}
-	return nil
-}
-
-func addModulus(x []byte) ([]byte, bool) {
-	v := new(big.Int).Add(new(big.Int).SetBytes(x), bn256P)
-	if v.BitLen() > 256 {
-		return nil, false
-	}
-	return v.FillBytes(make([]byte, 32)), true
+	return ar.Marshal()
 }
 
 // ---------------------------------------------------------------------------
@@ -375,11 +446,12 @@ const maxSeenTokens = 64
 // LieInStatus makes a node answer Status with lies: a huge LastEpoch
 // (math.MaxUint64-5 or random large values, or 0), another holder with a
 // long lease, a certified token that is stale, forged (the epoch and
-// holder changed under another token's signature, or a partial posing as
-// the group signature) or real but for another resource, and a vote at
-// the claimed epoch that it really signed. Its refusals claim the epoch is
-// stale below a huge last epoch or too far ahead of a huge one or of
-// none. It votes honestly.
+// holder changed under another token's signature or its negation, a
+// partial posing as the group signature, or a signature that is a point
+// outside the subgroup or an x with no point) or real but for another
+// resource, and a vote at the claimed epoch that it really signed. Its
+// refusals claim the epoch is stale below a huge last epoch or too far
+// ahead of a huge one or of none. It votes honestly.
 func LieInStatus() Behaviour { return &statusLiar{r: newByzRand(0x5a7e)} }
 
 func (s *statusLiar) remember(t *protocol.Token) {
@@ -482,12 +554,31 @@ func (s *statusLiar) otherHolder(m *Member, from peer.ID) protocol.Holder {
 	return h
 }
 
-// forged makes a token for (resource, epoch, holder) that does not verify:
-// another token's signature if the node saw one, else its own partial.
+// forged makes a token for (resource, epoch, holder) that does not verify.
+// Its signature is drawn from: another token's signature (if the node saw
+// one), that signature negated (the sort flag flipped: a point of G1 that
+// signs nothing), the node's own partial posing as the group signature, a
+// point on the curve outside the subgroup, and an x with no point. Each
+// passes the byte-level rules that decoding a Status reply checks, so only
+// the full decoding or the pairing of a verification refuses it. An
+// encoding that breaks those rules would only make the whole reply
+// malformed, which Garbage already sends.
 func (s *statusLiar) forged(m *Member, resource string, epoch uint64, holder protocol.Holder) *protocol.Token {
 	stmt := m.Dir.Cluster.Statement(resource, epoch, holder)
-	if t, ok := s.pick(func(protocol.Token) bool { return true }); ok {
-		return &protocol.Token{Statement: stmt, Signature: t.Signature}
+	tag := 1 + s.r.uint64()%(1<<16)
+	switch s.r.intn(5) {
+	case 0, 1:
+		if t, ok := s.pick(func(protocol.Token) bool { return true }); ok {
+			sig := t.Signature
+			if tag%2 == 0 {
+				sig = malleate(forgeSortFlag, sig, tag)
+			}
+			return &protocol.Token{Statement: stmt, Signature: sig}
+		}
+	case 2:
+		return &protocol.Token{Statement: stmt, Signature: malleate(forgeNonSubgroup, crypto.Signature{}, tag)}
+	case 3:
+		return &protocol.Token{Statement: stmt, Signature: malleate(forgeNotOnCurve, crypto.Signature{}, tag)}
 	}
 	p, err := m.Dir.Share.Sign(stmt.SignedBytes())
 	if err != nil {

@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,12 +18,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	lp2pproto "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/stretchr/testify/require"
-	"go.dedis.ch/kyber/v3"
-	"go.dedis.ch/kyber/v3/pairing/bn256"
 	"go.dedis.ch/kyber/v3/share"
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/crypto/bls12381"
+	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
@@ -467,11 +468,16 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 }
 
 // TestForgedPartialsNamedAsSuspects: nodes 1..f forge their partials and
-// answer among the first t. The lock names a forger whenever its forged
-// partial reached the combination (a well-formed partial over the wrong
-// message); malleated encodings and partials under another index are
-// refused before the combination, as malformed votes. An honest node is
-// never named, and every token verifies.
+// answer among the first t. Each round forces one kind of forgery: a
+// partial over the wrong message, a partial under another index, or one of
+// the BLS12-381 encoding attacks on the node's honest partial. The client
+// refuses every one, makes its token from honest partials, and names the
+// forger: a vote that does not decode, carries another index or holds a
+// partial that fails its check is something no honest node sends (the
+// byte-level attacks are refused with the reply, the curve and subgroup
+// ones when the combination decodes the partial, the wrong message and the
+// negated point by the pairing). An honest node is never named, and every
+// token verifies.
 func TestForgedPartialsNamedAsSuspects(t *testing.T) {
 	byzSizes(t, func(t *testing.T, n int) {
 		f, _ := crypto.FaultThreshold(n)
@@ -487,74 +493,193 @@ func TestForgedPartialsNamedAsSuspects(t *testing.T) {
 		defer byzDelayRest(nw, 300*time.Millisecond)()
 		o := newByzOracle(t, nw, idx)
 		c := newClient(t, nw, 0, client.Config{})
-		named := 0
 		modes := map[forgery]int{}
 		// Each round forces one kind of forgery, so every kind is tried
 		// however many attempts a round takes (a drawn kind could be spent
-		// on an attempt that made no token). A malleated encoding falls
-		// back to the wrong message when coordinate+p does not fit (about
-		// 5% of partials): three rounds of it make missing it unlikely.
-		cycle := []forgery{forgeMalleated, forgeOtherIndex, forgeWrongMessage}
-		for r := 0; r < 7; r++ {
+		// on an attempt that made no token).
+		cycle := append([]forgery{forgeWrongMessage, forgeOtherIndex}, encodingAttacks...)
+		for r, mode := range cycle {
 			for _, p := range forgers {
-				p.force(cycle[r%len(cycle)])
+				p.force(mode)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res := fmt.Sprintf("forge/%d", r)
 			l, err := c.TryAcquire(ctx, res)
-			require.NoError(t, err)
+			require.NoError(t, err, "round %d (%v)", r, mode)
 			o.lock(l)
 			tok := l.Token()
 			for i, p := range forgers {
 				fs := p.forgeries(tok.Resource, tok.Epoch, tok.Holder)
 				require.NotEmpty(t, fs, "forger %d saw the vote request", i)
 				for _, m := range fs {
+					require.Equal(t, mode, m, "round %d: forger %d", r, i)
 					modes[m]++
 				}
-				if slices.Contains(fs, forgeWrongMessage) {
-					require.Contains(t, l.Suspects(), i, "round %d: forger %d sent %v", r, i, fs)
-					named++
-				} else {
-					t.Logf("round %d: forger %d sent %v: refused as malformed, not named", r, i, fs)
-				}
+				require.Contains(t, l.Suspects(), i, "round %d: forger %d sent %v", r, i, fs)
 			}
 			require.NoError(t, l.Release(ctx))
 			cancel()
 		}
-		require.Positive(t, named)
-		require.Positive(t, modes[forgeMalleated])
-		require.Positive(t, modes[forgeOtherIndex])
+		o.report()
+		for _, m := range cycle {
+			require.Positive(t, modes[m], "%v was sent in a round that made a token", m)
+		}
 		t.Logf("forgeries: %v", modes)
 	})
 }
 
-// TestMalleatedVoteIsTheSamePointButRefused: the bytes ForgePartials writes
-// for a malleated vote decode in kyber to the honest partial's point, and
-// protocol refuses them.
-func TestMalleatedVoteIsTheSamePointButRefused(t *testing.T) {
-	nw := startNet(t, 4, 1, Options{})
-	suite := bn256.NewSuite()
-	m := nw.Member(1)
-	done := 0
-	for e := uint64(1); e <= 16 && done < 4; e++ {
-		v, _, err := byzVote(m, "forge", e, protocol.Holder{ID: "holder", Session: protocol.SessionID{1}})
+// TestEncodingAttacksRefused: the bytes ForgePartials sends for each
+// encoding attack differ from the honest vote in the partial alone, and
+// nothing accepts them where it would matter. Strict decoding refuses all
+// but the sort flag, whose point (the negated partial) fails the pairing;
+// the byte-level attacks do not even decode as a vote; VerifyPartial
+// refuses each; Combine names the forger's index and makes the token from
+// the others (or none without them); the unchecked interpolation never
+// yields a signature that verifies; and the verifier refuses the token
+// encoded with each attack. x+p, where it fits, is the same residue as x:
+// the kind of non-canonical encoding of the honest point that kyber's
+// bn256 decoder accepted, which is why the decoders must be strict.
+func TestEncodingAttacksRefused(t *testing.T) {
+	const n = 4
+	keys, err := Keygen(t.TempDir(), KeygenOptions{N: n, Rand: mrand.New(mrand.NewSource(seedFor(t))), Clients: 1})
+	require.NoError(t, err)
+	gk := keys.Cluster.Key
+	_, th := crypto.FaultThreshold(n)
+	members := make([]*Member, n)
+	for i, d := range keys.NodeDirs {
+		nd, err := node.LoadDir(d)
 		require.NoError(t, err)
-		b := v.Marshal()
-		mall := malleateVote(b)
-		if mall == nil {
-			continue
-		}
-		done++
-		require.NotEqual(t, b, mall)
-		pt := suite.G1().Point()
-		require.NoError(t, pt.UnmarshalBinary(mall[partialSigOffset:partialSigOffset+crypto.SignatureSize]))
-		honest := suite.G1().Point()
-		require.NoError(t, honest.UnmarshalBinary(v.Partial.Sig[:]))
-		require.True(t, pt.Equal(honest), "kyber reads the malleated bytes as the same point")
-		_, err = protocol.UnmarshalAcquireReply(mall)
-		require.ErrorIs(t, err, protocol.ErrMalformed)
+		members[i] = &Member{Index: i + 1, Dir: nd}
 	}
-	require.Positive(t, done)
+	forger := members[0]
+	from := mustDecode(t, keys.Cluster.File.Clients[0].PeerID)
+	v := verifier.New(keys.Cluster)
+	g1 := bls12381.NewSuite().G1()
+
+	// wantDecode is the reason strict decoding gives for each attack
+	// (nil: it decodes, to the negated partial).
+	wantDecode := map[forgery]error{
+		forgeXNotBelowP:   bls12381.ErrEncoding,
+		forgeSortFlag:     nil,
+		forgeUncompressed: bls12381.ErrEncoding,
+		forgeIdentity:     bls12381.ErrIdentity,
+		forgeInfinityFlag: bls12381.ErrEncoding,
+		forgeNonSubgroup:  bls12381.ErrNotInSubgroup,
+		forgeNotOnCurve:   bls12381.ErrEncoding,
+	}
+	require.Len(t, wantDecode, len(encodingAttacks))
+	sameResidue, otherX := 0, 0
+	for _, mode := range encodingAttacks {
+		t.Run(mode.String(), func(t *testing.T) {
+			p := ForgePartials().(*partialForger)
+			p.force(mode)
+			votes := 4
+			if mode == forgeXNotBelowP {
+				votes = 24 // x+p fits for about a quarter of the partials
+			}
+			for e := uint64(1); e <= uint64(votes); e++ {
+				session := protocol.SessionID{byte(e), byte(mode)}
+				req := protocol.AcquireRequest{Cluster: keys.Cluster.ID, Resource: "enc", Epoch: e, Session: session, TTL: time.Second}
+				_, _, err := p.Request(context.Background(), forger, protocol.ProtoAcquire, from, req.Marshal())
+				require.NoError(t, err)
+				holder := protocol.Holder{ID: from.String(), Session: session}
+				honest, stmt, err := byzVote(forger, "enc", e, holder)
+				require.NoError(t, err)
+				hb := honest.Marshal()
+				out := p.Reply(forger, protocol.ProtoAcquire, from, hb)
+				require.Equal(t, []forgery{mode}, p.forgeries("enc", e, holder))
+
+				// Only the partial's signature bytes changed.
+				off := bytes.Index(hb, honest.Partial.Marshal())
+				require.GreaterOrEqual(t, off, 0)
+				require.Len(t, out, len(hb))
+				sigAt := off + crypto.PartialSize - crypto.SignatureSize
+				require.Equal(t, hb[:sigAt], out[:sigAt])
+				require.Equal(t, hb[off+crypto.PartialSize:], out[off+crypto.PartialSize:])
+				var sig crypto.Signature
+				copy(sig[:], out[sigAt:off+crypto.PartialSize])
+				require.NotEqual(t, honest.Partial.Sig, sig)
+				forged := crypto.PartialSig{Index: forger.Index, Sig: sig}
+
+				// Strict decoding.
+				honestPt, err := bls12381.DecodeG1(honest.Partial.Sig[:])
+				require.NoError(t, err)
+				pt, err := bls12381.DecodeG1(sig[:])
+				if want := wantDecode[mode]; want != nil {
+					require.ErrorIs(t, err, want)
+				} else {
+					require.NoError(t, err)
+					require.True(t, pt.Equal(g1.Point().Neg(honestPt)), "the sort flag names the negated partial")
+				}
+				// The kyber adapter accepts the identity (kyber needs it);
+				// everything else it refuses as strict decoding does.
+				kp := g1.Point()
+				switch err := kp.UnmarshalBinary(sig[:]); mode {
+				case forgeSortFlag:
+					require.NoError(t, err)
+				case forgeIdentity:
+					require.NoError(t, err)
+					require.True(t, kp.Equal(g1.Point().Null()))
+				default:
+					require.Error(t, err)
+				}
+				if mode == forgeXNotBelowP {
+					if x, ok := bls12381test.AddModulus(honest.Partial.Sig[:]); ok {
+						require.Equal(t, x, sig[:], "x+p when it fits")
+						sameResidue++
+					} else {
+						otherX++
+					}
+				}
+
+				// The vote as the client decodes it.
+				ar, err := protocol.UnmarshalAcquireReply(out)
+				_, perr := crypto.ParsePartial(forged.Marshal())
+				if mode.byteLevel() {
+					require.ErrorIs(t, err, protocol.ErrMalformed)
+					require.ErrorIs(t, perr, crypto.ErrMalformedPoint)
+				} else {
+					require.NoError(t, err)
+					require.NoError(t, perr)
+					require.Equal(t, forged, ar.Partial)
+				}
+
+				// The partial's check, the combination, the token.
+				msg := stmt.SignedBytes()
+				err = gk.VerifyPartial(msg, forged)
+				if mode == forgeSortFlag {
+					require.ErrorIs(t, err, crypto.ErrInvalidSignature)
+				} else {
+					require.ErrorIs(t, err, crypto.ErrMalformedPoint)
+				}
+				if mode == forgeNonSubgroup {
+					require.ErrorIs(t, err, crypto.ErrNotInSubgroup)
+				}
+				ps := []crypto.PartialSig{forged}
+				for _, m := range members[1:] {
+					vm, _, err := byzVote(m, "enc", e, holder)
+					require.NoError(t, err)
+					ps = append(ps, vm.Partial)
+				}
+				good, bad, err := gk.Combine(msg, ps)
+				require.NoError(t, err, "t honest partials make the token")
+				require.Equal(t, []int{forger.Index}, bad, "the forger's index is named")
+				require.NoError(t, gk.Verify(msg, good))
+				_, bad, err = gk.Combine(msg, ps[:th])
+				require.ErrorIs(t, err, crypto.ErrNotEnoughPartials, "t-1 honest partials make none")
+				require.Equal(t, []int{forger.Index}, bad)
+				if cand, _, err := gk.Interpolate(ps[:th]); err == nil {
+					require.Error(t, gk.Verify(msg, cand), "an interpolation over the forged partial is no signature")
+				}
+				tok := protocol.Token{Statement: stmt, Signature: good}
+				require.NoError(t, v.Verify(tok))
+				tok.Signature = malleate(mode, good, e)
+				require.ErrorIs(t, v.Verify(tok), verifier.ErrInvalidToken, "the token encoded with %v", mode)
+			}
+		})
+	}
+	require.Positive(t, sameResidue, "x+p fitted for some partial")
+	require.Positive(t, otherX, "x+p did not fit for some partial")
 }
 
 // TestLieInStatusCannotInflateEpoch: with f nodes claiming huge epochs and
@@ -605,7 +730,9 @@ func TestLieInStatusCannotInflateEpoch(t *testing.T) {
 // TestColludingSharesCannotMint: f nodes pool their shares (with any
 // client's help: honest partials for other statements) and try to make a
 // token. Combine refuses, and every signature they can interpolate is
-// refused by the verifier and the fence (S2).
+// refused by the verifier and the fence (S2). So is every encoding attack
+// on a signature: on the target statement, and on a real token's own
+// signature (a non-canonical or negated encoding is not the token).
 func TestColludingSharesCannotMint(t *testing.T) {
 	for _, n := range []int{4, 7} {
 		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
@@ -624,32 +751,33 @@ func TestColludingSharesCannotMint(t *testing.T) {
 			store := verifier.NewMemoryStore()
 			defer store.Close()
 			fence := verifier.NewFence(v, store)
-			suite := bn256.NewSuite()
+			suite := bls12381.NewSuite()
 			colluders := shares[:f]
 			sign := func(s *crypto.Share, st protocol.Statement) crypto.PartialSig {
 				p, err := s.Sign(st.SignedBytes())
 				require.NoError(t, err)
 				return p
 			}
-			point := func(sig crypto.Signature) kyber.Point {
-				p := suite.G1().Point()
-				require.NoError(t, p.UnmarshalBinary(sig[:]))
-				return p
-			}
 			// interpolate is Lagrange interpolation in the exponent, with no
-			// check of the result.
-			interpolate := func(ps []crypto.PartialSig) crypto.Signature {
+			// check of the result. ok is false if the kyber adapter refuses
+			// a partial's point (it accepts the identity, nothing outside
+			// the subgroup): such a fake cannot even be interpolated.
+			interpolate := func(ps []crypto.PartialSig) (crypto.Signature, bool) {
+				var s crypto.Signature
 				pubs := make([]*share.PubShare, len(ps))
 				for i, p := range ps {
-					pubs[i] = &share.PubShare{I: p.Index - 1, V: point(p.Sig)}
+					pt := suite.G1().Point()
+					if err := pt.UnmarshalBinary(p.Sig[:]); err != nil {
+						return s, false
+					}
+					pubs[i] = &share.PubShare{I: p.Index - 1, V: pt}
 				}
 				pt, err := share.RecoverCommit(suite.G1(), pubs, th, n)
 				require.NoError(t, err)
 				b, err := pt.MarshalBinary()
 				require.NoError(t, err)
-				var s crypto.Signature
 				copy(s[:], b)
-				return s
+				return s, true
 			}
 			refused := func(tok protocol.Token, what string) {
 				t.Helper()
@@ -672,6 +800,12 @@ func TestColludingSharesCannotMint(t *testing.T) {
 			sigA, _, err := gk.Combine(stA.SignedBytes(), all)
 			require.NoError(t, err)
 			require.NoError(t, v.Verify(protocol.Token{Statement: stA, Signature: sigA}))
+			// A's signature written with each encoding attack is not A's
+			// token, although the verifier has just cached A's (its cache
+			// is keyed by the signature's bytes).
+			for i, mode := range encodingAttacks {
+				refused(protocol.Token{Statement: stA, Signature: malleate(mode, sigA, uint64(i+1))}, "A's signature, "+mode.String())
+			}
 
 			for _, target := range []protocol.Statement{
 				keys.Cluster.Statement("orders-db", 7, holderB),              // A's epoch for B
@@ -705,6 +839,22 @@ func TestColludingSharesCannotMint(t *testing.T) {
 						copy(s[:], b)
 						return crypto.PartialSig{Index: idx, Sig: s}
 					},
+					"colluder partial negated": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: malleate(forgeSortFlag, real[0].Sig, 1)}
+					},
+					"identity": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: malleate(forgeIdentity, crypto.Signature{}, 1)}
+					},
+					"point outside the subgroup": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: malleate(forgeNonSubgroup, crypto.Signature{}, uint64(idx))}
+					},
+					"x with no point": func(idx int) crypto.PartialSig {
+						return crypto.PartialSig{Index: idx, Sig: malleate(forgeNotOnCurve, crypto.Signature{}, uint64(idx))}
+					},
+					"honest partial for another holder, x not below p": func(idx int) crypto.PartialSig {
+						p := sign(shares[idx-1], stA)
+						return crypto.PartialSig{Index: idx, Sig: malleate(forgeXNotBelowP, p.Sig, 1)}
+					},
 					"honest partial for another holder": func(idx int) crypto.PartialSig {
 						return sign(shares[idx-1], stA)
 					},
@@ -727,13 +877,19 @@ func TestColludingSharesCannotMint(t *testing.T) {
 					for _, idx := range missing {
 						require.Contains(t, bad, idx, name)
 					}
-					refused(protocol.Token{Statement: target, Signature: interpolate(ps)}, name)
+					if sig, ok := interpolate(ps); ok {
+						refused(protocol.Token{Statement: target, Signature: sig}, name)
+					}
 				}
 				// Other signatures they hold: a partial as the group
-				// signature, A's real signature, the zero value.
+				// signature, A's real signature, the zero value; and the
+				// encoding attacks on A's signature.
 				refused(protocol.Token{Statement: target, Signature: real[0].Sig}, "a partial as signature")
 				refused(protocol.Token{Statement: target, Signature: sigA}, "another token's signature")
 				refused(protocol.Token{Statement: target}, "zero signature")
+				for i, mode := range encodingAttacks {
+					refused(protocol.Token{Statement: target, Signature: malleate(mode, sigA, uint64(i+1))}, "another token's signature, "+mode.String())
+				}
 			}
 			_, ok, err := store.Barrier(context.Background(), "orders-db")
 			require.NoError(t, err)
