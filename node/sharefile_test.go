@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/fuzzseed"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -214,7 +214,7 @@ func TestWriteShareFileCorpus(t *testing.T) {
 	}
 	for _, s := range shareFileSeeds(t) {
 		path := filepath.Join(dir, s.name)
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s.data)
+		want := fuzzseed.Bytes(s.data)
 		if *writeCorpus {
 			require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
 			continue

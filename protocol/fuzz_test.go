@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/internal/fuzzseed"
 )
 
 var writeCorpus = flag.Bool("write-corpus", false, "rewrite the fuzz seed corpus under testdata/fuzz")
@@ -268,9 +270,9 @@ func badSigByName(tb testing.TB, sigs []badSignature, name string) []byte {
 
 func corpusFile(target string, data []byte) string {
 	if stringTargets[target] {
-		return fmt.Sprintf("go test fuzz v1\nstring(%q)\n", string(data))
+		return fuzzseed.String(string(data))
 	}
-	return fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
+	return fuzzseed.Bytes(data)
 }
 
 // TestWriteSeedCorpus checks that testdata/fuzz holds the current seed

@@ -5,16 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/crypto"
+	"github.com/palisade-dev/palisade/internal/fuzzseed"
 )
 
 var writeDKGCorpus = flag.Bool("write-dkg-corpus", false, "rewrite the DKG decoders' seed corpus under testdata/fuzz")
@@ -145,10 +143,6 @@ func dkgSeeds(t testing.TB) map[string]map[string][]byte {
 	}
 }
 
-func corpusPath(target, name string) string {
-	return filepath.Join("testdata", "fuzz", target, name)
-}
-
 // TestDKGSeedCorpus checks the committed seed corpus: every file decodes
 // exactly when its name says "valid". With -write-dkg-corpus it writes a
 // fresh corpus first (messages carry random nonces, so it differs from run
@@ -158,48 +152,34 @@ func corpusPath(target, name string) string {
 func TestDKGSeedCorpus(t *testing.T) {
 	if *writeDKGCorpus {
 		for target, seeds := range dkgSeeds(t) {
-			require.NoError(t, os.RemoveAll(filepath.Join("testdata", "fuzz", target)))
-			require.NoError(t, os.MkdirAll(filepath.Join("testdata", "fuzz", target), 0o755))
+			files := map[string]string{}
 			for name, b := range seeds {
-				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
-				require.NoError(t, os.WriteFile(corpusPath(target, name), []byte(body), 0o644))
+				files[name] = fuzzseed.Bytes(b)
 			}
+			require.NoError(t, fuzzseed.Write(filepath.Join("testdata", "fuzz", target), files))
 		}
 	}
 	for target, decode := range dkgFuzzTargets {
-		entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", target))
+		seeds, err := fuzzseed.Read(filepath.Join("testdata", "fuzz", target))
 		require.NoError(t, err, "run: go test ./crypto/dkg -run TestDKGSeedCorpus -write-dkg-corpus")
 		var valid, invalid int
-		for _, e := range entries {
-			raw, err := os.ReadFile(corpusPath(target, e.Name()))
-			require.NoError(t, err)
-			b := parseCorpusFile(t, raw)
+		for name, b := range seeds {
 			out, err := decode(b)
-			if strings.HasPrefix(e.Name(), "valid") {
+			if strings.HasPrefix(name, "valid") {
 				valid++
-				require.NoError(t, err, "%s/%s", target, e.Name())
-				require.Equal(t, b, out, "%s/%s re-encodes differently", target, e.Name())
-			} else if strings.HasPrefix(e.Name(), "invalid") {
+				require.NoError(t, err, "%s/%s", target, name)
+				require.Equal(t, b, out, "%s/%s re-encodes differently", target, name)
+			} else if strings.HasPrefix(name, "invalid") {
 				invalid++
-				require.ErrorIs(t, err, ErrMalformed, "%s/%s", target, e.Name())
-				if strings.HasPrefix(e.Name(), "invalid-point-") {
-					require.ErrorIs(t, err, crypto.ErrMalformedPoint, "%s/%s", target, e.Name())
+				require.ErrorIs(t, err, ErrMalformed, "%s/%s", target, name)
+				if strings.HasPrefix(name, "invalid-point-") {
+					require.ErrorIs(t, err, crypto.ErrMalformedPoint, "%s/%s", target, name)
 				}
 			}
 		}
 		require.Positive(t, valid, target)
 		require.Positive(t, invalid, target)
 	}
-}
-
-func parseCorpusFile(t *testing.T, raw []byte) []byte {
-	lines := strings.SplitN(string(raw), "\n", 3)
-	require.Len(t, lines, 3)
-	require.Equal(t, "go test fuzz v1", lines[0])
-	lit := strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")")
-	s, err := strconv.Unquote(lit)
-	require.NoError(t, err)
-	return []byte(s)
 }
 
 func fuzzDKG(f *testing.F, target string) {

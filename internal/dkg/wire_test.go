@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"fmt"
 	mrand "math/rand"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/palisade-dev/palisade/crypto/bls12381"
 	"github.com/palisade-dev/palisade/crypto/bls12381/bls12381test"
 	cdkg "github.com/palisade-dev/palisade/crypto/dkg"
+	"github.com/palisade-dev/palisade/internal/fuzzseed"
 	"github.com/palisade-dev/palisade/internal/transport"
 )
 
@@ -128,35 +126,27 @@ func TestKeyRecordPointsRefused(t *testing.T) {
 func TestKeyRecordSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzParseKeyRecord")
 	if *writeKeyCorpus {
-		require.NoError(t, os.RemoveAll(dir))
-		require.NoError(t, os.MkdirAll(dir, 0o755))
+		files := map[string]string{}
 		for name, b := range keyRecordSeeds(t) {
-			body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			files[name] = fuzzseed.Bytes(b)
 		}
+		require.NoError(t, fuzzseed.Write(dir, files))
 	}
-	entries, err := os.ReadDir(dir)
+	seeds, err := fuzzseed.Read(dir)
 	require.NoError(t, err, "run: go test ./internal/dkg -run TestKeyRecordSeedCorpus -write-key-corpus")
 	var valid, invalid int
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		lines := strings.SplitN(string(raw), "\n", 3)
-		require.Len(t, lines, 3)
-		require.Equal(t, "go test fuzz v1", lines[0])
-		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-		require.NoError(t, err)
-		out, err := parseAndMarshal([]byte(s))
+	for name, s := range seeds {
+		out, err := parseAndMarshal(s)
 		switch {
-		case strings.HasPrefix(e.Name(), "valid"):
+		case strings.HasPrefix(name, "valid"):
 			valid++
-			require.NoError(t, err, e.Name())
-			require.Equal(t, []byte(s), out, e.Name())
-		case strings.HasPrefix(e.Name(), "invalid"):
+			require.NoError(t, err, name)
+			require.Equal(t, s, out, name)
+		case strings.HasPrefix(name, "invalid"):
 			invalid++
-			require.ErrorIs(t, err, errMalformed, e.Name())
-			if strings.HasPrefix(e.Name(), "invalid-point-") {
-				require.ErrorIs(t, err, crypto.ErrMalformedPoint, e.Name())
+			require.ErrorIs(t, err, errMalformed, name)
+			if strings.HasPrefix(name, "invalid-point-") {
+				require.ErrorIs(t, err, crypto.ErrMalformedPoint, name)
 			}
 		}
 	}
