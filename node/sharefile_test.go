@@ -208,21 +208,12 @@ func mustShareFile(t *testing.T, s *crypto.Share) []byte {
 //
 //	go test ./node -run TestWriteShareFileCorpus -write-corpus
 func TestWriteShareFileCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzParseShareFile")
-	if *writeCorpus {
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-	}
+	files := map[string]string{}
 	for _, s := range shareFileSeeds(t) {
-		path := filepath.Join(dir, s.name)
-		want := fuzzseed.Bytes(s.data)
-		if *writeCorpus {
-			require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-			continue
-		}
-		got, err := os.ReadFile(path)
-		require.NoError(t, err, "run: go test ./node -run TestWriteShareFileCorpus -write-corpus")
-		require.Equal(t, want, string(got), "%s is stale; run: go test ./node -run TestWriteShareFileCorpus -write-corpus", path)
+		files[s.name] = fuzzseed.Bytes(s.data)
 	}
+	err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", "FuzzParseShareFile"), files, *writeCorpus)
+	require.NoError(t, err, "run: go test ./node -run TestWriteShareFileCorpus -write-corpus")
 }
 
 // FuzzParseShareFile: a share file that decodes re-encodes to exactly

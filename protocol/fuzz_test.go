@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -300,21 +299,12 @@ func TestWriteSeedCorpus(t *testing.T) {
 		require.Positive(t, valid, target)
 		require.Positive(t, invalid, target)
 
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *writeCorpus {
-			require.NoError(t, os.MkdirAll(dir, 0o755))
-		}
+		files := map[string]string{}
 		for _, s := range seeds {
-			path := filepath.Join(dir, s.name)
-			want := corpusFile(target, s.data)
-			if *writeCorpus {
-				require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-				continue
-			}
-			got, err := os.ReadFile(path)
-			require.NoError(t, err, "run: go test ./protocol -run TestWriteSeedCorpus -write-corpus")
-			require.Equal(t, want, string(got), "%s is stale; run: go test ./protocol -run TestWriteSeedCorpus -write-corpus", path)
+			files[s.name] = corpusFile(target, s.data)
 		}
+		err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", target), files, *writeCorpus)
+		require.NoError(t, err, "run: go test ./protocol -run TestWriteSeedCorpus -write-corpus")
 	}
 }
 

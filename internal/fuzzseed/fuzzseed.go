@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -82,4 +83,39 @@ func Read(dir string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// ErrStale reports a committed seed file that is missing or differs from
+// the seed the test makes now.
+var ErrStale = errors.New("fuzzseed: seed file missing or stale")
+
+// Sync makes sure dir holds files (name to content): with write it writes
+// them, else it checks each against the file on disk and reports the first
+// that is missing or differs with ErrStale. Other files of dir (inputs
+// found by fuzzing) are left alone either way.
+func Sync(dir string, files map[string]string, write bool) error {
+	if write {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("fuzzseed: %w", err)
+		}
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if write {
+			if err := os.WriteFile(path, []byte(files[name]), 0o644); err != nil {
+				return fmt.Errorf("fuzzseed: %w", err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != files[name] {
+			return fmt.Errorf("%w: %s", ErrStale, path)
+		}
+	}
+	return nil
 }

@@ -30,3 +30,17 @@ func TestParseRefuses(t *testing.T) {
 		require.ErrorIs(t, err, ErrFormat, "%q", raw)
 	}
 }
+
+func TestSync(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "FuzzX")
+	files := map[string]string{"a": Bytes([]byte("a")), "b": String("b")}
+	require.ErrorIs(t, Sync(dir, files, false), ErrStale, "nothing written yet")
+	require.NoError(t, Sync(dir, files, true))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "found-by-fuzzing"), []byte(Bytes(nil)), 0o644))
+	require.NoError(t, Sync(dir, files, false), "other files are left alone")
+	files["b"] = String("changed")
+	require.ErrorIs(t, Sync(dir, files, false), ErrStale)
+	got, err := Read(dir)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+}
