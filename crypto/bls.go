@@ -102,12 +102,13 @@ func libErr(err error) error {
 	return err
 }
 
-// Signature is a full (group) BLS signature in canonical encoding.
+// Signature is a full (group) BLS signature: a compressed G1 point.
 type Signature [SignatureSize]byte
 
 // Equal reports whether two signatures are the same bytes. Signatures
-// produced or parsed by this package are canonical, so equal bytes means
-// equal points.
+// produced or parsed by this package follow the byte-level rules (flags,
+// x below p), under which a point has exactly one encoding, so equal bytes
+// means equal points.
 func (s Signature) Equal(o Signature) bool { return s == o }
 
 // ParseSignature checks the byte-level rules of a signature's encoding:
@@ -162,7 +163,7 @@ func ParsePartial(b []byte) (PartialSig, error) {
 	return PartialSig{Index: idx, Sig: sig}, nil
 }
 
-// PublicKey is a BLS public key: a canonical G2 point.
+// PublicKey is a BLS public key: a compressed G2 point.
 type PublicKey [PublicKeySize]byte
 
 // Equal reports whether two keys are the same.
