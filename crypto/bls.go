@@ -7,8 +7,9 @@
 // The curve arithmetic lives beneath kyber v3's interfaces in package
 // crypto/bls12381: secret scalars (partial signing, dealing, share checks)
 // are multiplied by circl's constant-time code, and signatures are checked
-// by gnark-crypto with one multi-pairing each. Shamir sharing and Lagrange
-// interpolation are kyber's.
+// by gnark-crypto with one multi-pairing each. Shamir sharing and the
+// polynomials are kyber's; partial signatures, which are public, are
+// interpolated with gnark's multi-scalar multiplication.
 //
 // The package keeps these rules:
 //   - every point from outside (network, file, token) is decoded strictly:
@@ -436,7 +437,7 @@ func (g *GroupKey) Combine(msg []byte, partials []PartialSig) (sig Signature, ba
 
 type candidate struct {
 	index int
-	point kyber.Point
+	point *bls12381.PublicG1
 	enc   Signature
 }
 
@@ -453,7 +454,7 @@ func (g *GroupKey) candidates(partials []PartialSig) (cands []candidate, bad []i
 			bad = appendUnique(bad, p.Index) // out of range or duplicated
 			continue
 		}
-		pt, err := bls12381.DecodeG1(p.Sig[:])
+		pt, err := bls12381.DecodePublicG1(p.Sig[:])
 		if err != nil {
 			malformed[p.Index] = true
 			continue
@@ -487,7 +488,7 @@ func (g *GroupKey) Interpolate(partials []PartialSig) (sig Signature, bad []int,
 	if err != nil {
 		return sig, bad, err
 	}
-	_, sig, ok := g.interpolate(cands[:g.t])
+	sig, ok := g.interpolate(cands[:g.t])
 	if !ok {
 		return sig, bad, fmt.Errorf("%w: interpolation failed", ErrInvalidSignature)
 	}
@@ -495,27 +496,26 @@ func (g *GroupKey) Interpolate(partials []PartialSig) (sig Signature, bad []int,
 }
 
 func (g *GroupKey) interpolateAndCheck(hm *bls12381.MessageHash, cs []candidate) (Signature, bool) {
-	_, sig, ok := g.interpolate(cs)
+	sig, ok := g.interpolate(cs)
 	return sig, ok && g.key.VerifyHash(hm, sig[:]) == nil
 }
 
-// interpolate recovers the group point from t candidates, unchecked; ok is
-// false if that fails or gives the identity.
-func (g *GroupKey) interpolate(cs []candidate) (pt kyber.Point, sig Signature, ok bool) {
-	pub := make([]*share.PubShare, len(cs))
+// interpolate recovers the group signature from t candidates, unchecked;
+// ok is false if that fails or gives the identity. The partials are
+// public, so this is gnark's multi-scalar multiplication
+// (bls12381.InterpolateG1), not circl's constant-time one.
+func (g *GroupKey) interpolate(cs []candidate) (sig Signature, ok bool) {
+	idx := make([]int, len(cs))
+	pts := make([]*bls12381.PublicG1, len(cs))
 	for i, c := range cs {
-		pub[i] = &share.PubShare{I: c.index - 1, V: c.point}
+		idx[i], pts[i] = c.index, c.point
 	}
-	pt, err := share.RecoverCommit(suite.G1(), pub, g.t, g.n)
-	if err != nil || pt.(*bls12381.G1Point).IsIdentity() {
-		return nil, sig, false
-	}
-	b, err := pt.MarshalBinary()
+	b, err := bls12381.InterpolateG1(idx, pts)
 	if err != nil {
-		return nil, sig, false
+		return sig, false
 	}
 	copy(sig[:], b)
-	return pt, sig, true
+	return sig, true
 }
 
 // Deal creates a fresh threshold key with a trusted dealer: the dealer sees

@@ -26,10 +26,12 @@
 //     which is not constant time, so Scalar never calls them: it reduces
 //     bytes with Montgomery multiplications only (see Scalar.SetBytes).
 //
-//   - github.com/consensys/gnark-crypto/ecc/bls12-381 backs verification,
-//     which handles public data only: PublicKey.Verify and Verify check a
-//     signature with one multi-pairing (a single Miller loop over the two
-//     pairs and one final exponentiation). gnark's package documentation
+//   - github.com/consensys/gnark-crypto/ecc/bls12-381 backs what handles
+//     public data only: PublicKey.Verify and Verify check a signature with
+//     one multi-pairing (a single Miller loop over the two pairs and one
+//     final exponentiation), VerifyBatch weighs a batch with its
+//     multi-scalar multiplication, and DecodePublicG1 and InterpolateG1
+//     recover a group signature from partial signatures. gnark's package documentation
 //     warns: "In particular, there is no security guarantees such as
 //     constant time implementation or side-channel attack resistance." Never
 //     hand it a secret.
