@@ -15,7 +15,7 @@ values, and its signature must verify under the cluster's key exactly when
 the vector is refused for no reason of the signature.
 
 verify_json() checks a token from what `palisade verify --json` prints
-(internal/cli's TestVerifyJSONOutsideCheck feeds it real output):
+(cmd/palisade/internal/cli's TestVerifyJSONOutsideCheck feeds it real output):
 
     $ palisade verify --json --cluster cluster.json "$TOKEN" |
         python3 -c 'import json, sys, test_token_vectors as t; t.verify_json(json.load(sys.stdin)); print("verified")'

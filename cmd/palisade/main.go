@@ -3,6 +3,6 @@
 // Run "palisade help" for the commands and a worked example.
 package main
 
-import "github.com/palisade-dev/palisade/internal/cli"
+import "github.com/palisade-dev/palisade/cmd/palisade/internal/cli"
 
 func main() { cli.Main() }

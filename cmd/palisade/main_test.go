@@ -17,7 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 
-	"github.com/palisade-dev/palisade/internal/cli"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/cli"
 	"github.com/palisade-dev/palisade/protocol"
 )
 

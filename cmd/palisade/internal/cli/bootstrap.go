@@ -20,8 +20,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/internal/dkg"
-	"github.com/palisade-dev/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"

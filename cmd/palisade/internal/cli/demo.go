@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/resource"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/testnet"
 	"github.com/palisade-dev/palisade/verifier"

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/agent"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/agent"
 	"github.com/palisade-dev/palisade/internal/testwait"
 	"github.com/palisade-dev/palisade/testnet"
 	"github.com/palisade-dev/palisade/verifier"

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/palisade-dev/palisade/internal/resource"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 	"github.com/palisade-dev/palisade/verifier/verifiertest"

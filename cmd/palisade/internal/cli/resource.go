@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/palisade-dev/palisade/internal/resource"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/verifier"
 )
 

@@ -8,7 +8,7 @@ import (
 	"net"
 
 	"github.com/palisade-dev/palisade/client"
-	"github.com/palisade-dev/palisade/internal/agent"
+	"github.com/palisade-dev/palisade/cmd/palisade/internal/agent"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
