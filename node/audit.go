@@ -62,7 +62,9 @@ func (s AuditSummary) Err() error {
 // not passed to fn.
 //
 // A running node holds the store's lock: ReadAudit then returns an error
-// matching ErrStoreLocked after a short wait.
+// matching ErrStoreLocked after a short wait. A running node's log is read
+// through its admin API instead (FetchAudit), which serves the same
+// entries from the open store.
 func ReadAudit(dir string, fn func(AuditEntry) error) (AuditSummary, error) {
 	path := filepath.Join(dir, StoreFileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -72,59 +74,94 @@ func ReadAudit(dir string, fn func(AuditEntry) error) (AuditSummary, error) {
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: auditLockWait})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return AuditSummary{}, fmt.Errorf("%w: %s is in use; stop the node to read its audit log", ErrStoreLocked, path)
+		return AuditSummary{}, fmt.Errorf("%w: %s is in use; stop the node to read its audit log, or read it from the running node's admin API (palisade audit --admin ADDR --dir DIR)", ErrStoreLocked, path)
 	}
 	if err != nil {
 		return AuditSummary{}, fmt.Errorf("node: audit: open %s: %w", path, err)
 	}
 	defer db.Close()
-	var sum AuditSummary
+	var chk auditCheck
 	err = db.View(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(boltBucketAudit)
 		if b == nil {
 			return nil // a store that never saved anything
 		}
-		sum.Sequence = b.Sequence()
-		next := uint64(1)
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if len(k) != 8 {
-				sum.Problems = append(sum.Problems, fmt.Sprintf("a key of %d bytes, not a sequence number", len(k)))
+				chk.sum.Problems = append(chk.sum.Problems, fmt.Sprintf("a key of %d bytes, not a sequence number", len(k)))
 				continue
 			}
 			seq := binary.BigEndian.Uint64(k)
-			switch {
-			case seq > next:
-				sum.Problems = append(sum.Problems, gap(next, seq-1))
-			case seq < next:
-				sum.Problems = append(sum.Problems, fmt.Sprintf("entry %d is out of order (after %d)", seq, next-1))
-			}
-			next = max(next, seq+1)
 			var e AuditEntry
 			if err := json.Unmarshal(v, &e); err != nil {
-				sum.Problems = append(sum.Problems, fmt.Sprintf("entry %d does not decode: %v", seq, err))
+				chk.order(seq)
+				chk.sum.Problems = append(chk.sum.Problems, fmt.Sprintf("entry %d does not decode: %v", seq, err))
 				continue
 			}
-			if e.Seq != seq {
-				sum.Problems = append(sum.Problems, fmt.Sprintf("entry %d carries sequence number %d", seq, e.Seq))
+			if !chk.entry(seq, e) {
+				continue
 			}
-			sum.Entries++
 			if err := fn(e); err != nil {
 				return err
 			}
 		}
-		if next <= sum.Sequence {
-			sum.Problems = append(sum.Problems, gap(next, sum.Sequence)+" (at the end)")
-		}
-		if next-1 > sum.Sequence {
-			sum.Problems = append(sum.Problems, fmt.Sprintf("entries run to %d, past the store's counter %d", next-1, sum.Sequence))
-		}
+		chk.finish(b.Sequence())
 		return nil
 	})
+	sum := chk.sum
 	if err != nil {
 		return sum, fmt.Errorf("node: audit: %w", err)
 	}
 	return sum, nil
+}
+
+// auditCheck checks an audit log's sequence as its entries go by, in key
+// order: numbers must run from 1 without a gap up to the store's counter,
+// and each entry must carry its own key's number. ReadAudit (keys from the
+// store) and FetchAudit (entries from the admin API, keyed by their Seq)
+// share it.
+type auditCheck struct {
+	sum  AuditSummary
+	next uint64 // the sequence number expected next, less 1 before the first
+}
+
+// order notes sequence number seq in the key order, listing a gap or a
+// number out of order.
+func (c *auditCheck) order(seq uint64) {
+	if c.next == 0 {
+		c.next = 1
+	}
+	switch {
+	case seq > c.next:
+		c.sum.Problems = append(c.sum.Problems, gap(c.next, seq-1))
+	case seq < c.next:
+		c.sum.Problems = append(c.sum.Problems, fmt.Sprintf("entry %d is out of order (after %d)", seq, c.next-1))
+	}
+	c.next = max(c.next, seq+1)
+}
+
+// entry notes a decoded entry under key seq and reports whether it counts
+// (it always does once decoded; the number is checked).
+func (c *auditCheck) entry(seq uint64, e AuditEntry) bool {
+	c.order(seq)
+	if e.Seq != seq {
+		c.sum.Problems = append(c.sum.Problems, fmt.Sprintf("entry %d carries sequence number %d", seq, e.Seq))
+	}
+	c.sum.Entries++
+	return true
+}
+
+// finish checks the end of the log against the store's counter.
+func (c *auditCheck) finish(sequence uint64) {
+	c.sum.Sequence = sequence
+	next := max(c.next, 1)
+	if next <= sequence {
+		c.sum.Problems = append(c.sum.Problems, gap(next, sequence)+" (at the end)")
+	}
+	if next-1 > sequence {
+		c.sum.Problems = append(c.sum.Problems, fmt.Sprintf("entries run to %d, past the store's counter %d", next-1, sequence))
+	}
 }
 
 func gap(from, to uint64) string {

@@ -158,6 +158,10 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 	if err != nil {
 		return nil, err
 	}
+	secret, err := EnsureAdminSecret(d.Path)
+	if err != nil {
+		return nil, err
+	}
 	store, err := OpenBoltStore(filepath.Join(d.Path, StoreFileName))
 	if err != nil {
 		return nil, err
@@ -180,7 +184,7 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 			log.Errorw("cannot record evidence", "file", evPath, "err", err)
 		}
 	}
-	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules, OnEvidence: onEvidence}, store, h, clock)
+	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules, OnEvidence: onEvidence, AdminSecret: secret}, store, h, clock)
 	if err != nil {
 		_ = h.Close()
 		_ = store.Close()

@@ -58,6 +58,7 @@ func (n *Node) keepEvidence(ev protocol.Evidence) bool {
 		return false
 	}
 	n.limits.evidenceKept.Add(1)
+	n.ops.metrics.evidenceKept(ev.A.Node, true)
 	return true
 }
 
@@ -66,7 +67,9 @@ func (n *Node) keepEvidence(ev protocol.Evidence) bool {
 // more.
 func (n *Node) seedEvidence(evs []protocol.Evidence) {
 	for _, ev := range evs {
-		n.evidence.keep(ev)
+		if n.evidence.keep(ev) {
+			n.ops.metrics.evidenceKept(ev.A.Node, false)
+		}
 	}
 }
 

@@ -173,7 +173,7 @@ func (n *Node) guard(proto string, fn handlerFunc) handlerFunc {
 // S6: the per-resource ACL and the per-peer pairing budget.
 func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop bool, err error) {
 	denyAck := func(resource string) ([]byte, bool, error) {
-		n.limits.unauth.Add(1)
+		n.turnedAway(TurnedAwayUnauthorised)
 		return protocol.Ack{Code: protocol.CodeUnauthorised, Message: fmt.Sprintf("%s may not access %q", from, resource)}.Marshal(), true, nil
 	}
 	switch proto {
@@ -183,7 +183,7 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 			// StatusReply has no refusal code: the peer gets the reply
 			// of a resource nobody used, which tells it nothing, and its
 			// Acquire is then refused as unauthorised. Nothing is loaded.
-			n.limits.unauth.Add(1)
+			n.turnedAway(TurnedAwayUnauthorised)
 			return n.cfg.Rules.Status(Record{Resource: req.Resource}, n.clock.Now()).Marshal(), true, nil
 		}
 	case protocol.ProtoAcquire:

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,7 +40,40 @@ const (
 	MetricClients          = "palisade_clients"
 	MetricReloads          = "palisade_config_reloads_total"
 	MetricBuildInfo        = "palisade_build_info"
+	// MetricEvidence counts, by accused member, the pieces of evidence of
+	// equivocation this node verified and recorded since it started;
+	// MetricEvidenceRecorded is, by accused member, what it holds on
+	// record (its evidence file included). The member label is a member
+	// index (1..N), or "other" for a file entry naming none: at most N+1
+	// series each.
+	MetricEvidence         = "palisade_evidence_total"
+	MetricEvidenceRecorded = "palisade_evidence_recorded"
+	// MetricTurnedAway counts requests the node turned away before any
+	// rule ran, by cause (TurnedAway* constants).
+	MetricTurnedAway = "palisade_requests_turned_away_total"
+	// MetricReady is 1 while Ready holds (what /readyz answers), else 0.
+	MetricReady = "palisade_ready"
 )
+
+// Causes of MetricTurnedAway: a fixed set, so the metric's cardinality is
+// bounded. (Refusals by the voting rules are MetricRefusals, by request
+// and refusal code.)
+const (
+	// TurnedAwayStreams: the peer had Config.MaxStreamsPerPeer streams
+	// open; the new one was reset.
+	TurnedAwayStreams = "too_many_streams"
+	// TurnedAwayInFlight: the peer had its in-flight requests (or long
+	// polls) at their bound; the request was reset unanswered.
+	TurnedAwayInFlight = "too_many_in_flight"
+	// TurnedAwayBadFrame: the request frame was too large or malformed.
+	TurnedAwayBadFrame = "bad_frame"
+	// TurnedAwayUnauthorised: the ACL refused the peer for the resource
+	// (Status, Locks, Wait and the per-resource requests).
+	TurnedAwayUnauthorised = "unauthorised"
+)
+
+// turnedAwayCauses are the label values of MetricTurnedAway.
+var turnedAwayCauses = []string{TurnedAwayStreams, TurnedAwayInFlight, TurnedAwayBadFrame, TurnedAwayUnauthorised}
 
 // metrics are a node's Prometheus collectors, on a registry of its own.
 type metrics struct {
@@ -52,6 +86,9 @@ type metrics struct {
 	commitSeconds, commitBatch         prometheus.Histogram
 	memberUp, memberRTT                *prometheus.GaugeVec   // by member index
 	reloads                            *prometheus.CounterVec // by result
+	evidence, turnedAway               *prometheus.CounterVec // by member; by cause
+	evidenceRecorded                   *prometheus.GaugeVec   // by member
+	members                            int
 }
 
 // newMetrics builds the node's collectors and registers them, with the
@@ -64,7 +101,7 @@ func (n *Node) newMetrics() *metrics {
 		commits:  prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCommits, Help: "Certified tokens that started a lease on this node (Commit from the token's holder)."}),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRenewals, Help: "Leases renewed by their holder."}),
 		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReleases, Help: "Leases released by their holder."}),
-		audit:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuditEntries, Help: "Entries appended to the node's audit log, by kind (vote, commit, renew, release, abandon, expire, catch-up, seen-votes)."}, []string{"kind"}),
+		audit:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuditEntries, Help: "Entries appended to the node's audit log, by kind (vote, commit, renew, release, abandon, expire, catch-up, seen-votes, revoke)."}, []string{"kind"}),
 		busy:     prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBusy, Help: "Acquire requests answered Busy: another holder's lease or vote was live."}),
 		queued:   prometheus.NewCounter(prometheus.CounterOpts{Name: MetricQueued, Help: "Acquire requests answered Queued: the resource was free but held for an earlier waiter (push handoff)."}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusals, Help: "Requests refused, by request (acquire, commit, renew, release, abandon) and refusal code."}, []string{"request", "code"}),
@@ -81,6 +118,13 @@ func (n *Node) newMetrics() *metrics {
 		memberUp:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricMemberUp, Help: "1 if the member answered this node's last probe (a Status request over libp2p) in time, else 0; the node itself is always 1."}, []string{"member"}),
 		memberRTT: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricMemberRTT, Help: "Round-trip time of the member's last answered probe."}, []string{"member"}),
 		reloads:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads, Help: "Reloads of cluster.json (SIGHUP), by result: applied or refused."}, []string{"result"}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEvidence,
+			Help: "Pieces of evidence of equivocation (two conflicting signed votes) this node verified and recorded since it started, by accused member index."}, []string{"member"}),
+		evidenceRecorded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricEvidenceRecorded,
+			Help: "Pieces of evidence of equivocation this node holds on record (its evidence file included), by accused member index; capped per member (Limits.EvidencePerMember)."}, []string{"member"}),
+		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricTurnedAway,
+			Help: "Requests turned away before any voting rule ran, by cause: too_many_streams, too_many_in_flight, bad_frame, unauthorised."}, []string{"cause"}),
+		members: n.cfg.Cluster.File.N,
 	}
 	stats := func(f func(LimitStats) uint64) func() float64 {
 		return func() float64 { return float64(f(n.LimitStats())) }
@@ -91,6 +135,16 @@ func (n *Node) newMetrics() *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiters, Help: "Clients queued waiting for a resource (Wait long polls, push handoff)."},
 			func() float64 { return float64(n.waiterTotal.Load()) }),
 		m.commitSeconds, m.commitBatch, m.memberUp, m.memberRTT, m.reloads,
+		m.evidence, m.evidenceRecorded, m.turnedAway,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricReady, Help: "1 while the node is ready (what /readyz answers: store readable, member probes running, at least t members reachable), else 0."},
+			func() float64 {
+				ctx, cancel := context.WithTimeout(n.ctx, readyTimeout)
+				defer cancel()
+				if n.Ready(ctx) != nil {
+					return 0
+				}
+				return 1
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricLeasesLive, Help: "Committed leases not yet expired by this node's clock."},
 			func() float64 { return float64(n.ops.leases.live(n.clock.Now())) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricSignatureChecks, Help: "Token signatures this node checked with pairings (tokens it had verified before are answered from a cache and not counted)."},
@@ -109,7 +163,35 @@ func (n *Node) newMetrics() *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.refusals.WithLabelValues("acquire", protocol.CodeUnauthorised.String()) // present before the first refusal
+	// Every bounded series exists from the start, at 0, so alert rules
+	// see an increase from the first event on.
+	for i := 1; i <= m.members; i++ {
+		m.evidence.WithLabelValues(strconv.Itoa(i))
+		m.evidenceRecorded.WithLabelValues(strconv.Itoa(i))
+	}
+	for _, c := range turnedAwayCauses {
+		m.turnedAway.WithLabelValues(c)
+	}
 	return m
+}
+
+// memberLabel is the member label of an evidence metric: the accused
+// member's index, or "other" for an index outside 1..N.
+func (m *metrics) memberLabel(index int) string {
+	if index < 1 || index > m.members {
+		return "other"
+	}
+	return strconv.Itoa(index)
+}
+
+// evidenceKept counts a piece of evidence against member: new marks one
+// verified and recorded now (not read from the evidence file).
+func (m *metrics) evidenceKept(member int, isNew bool) {
+	l := m.memberLabel(member)
+	if isNew {
+		m.evidence.WithLabelValues(l).Inc()
+	}
+	m.evidenceRecorded.WithLabelValues(l).Inc()
 }
 
 // observeCommit is the vote store's commit observer (BoltStore).
@@ -205,4 +287,13 @@ func (s meteredStore) Save(ctx context.Context, rec Record, audit ...AuditEntry)
 	s.ops.metrics.saved(audit)
 	s.ops.leases.note(rec, s.ops.clock.Now())
 	return nil
+}
+
+// turnedAway counts a request turned away for cause (one of
+// turnedAwayCauses); the ACL's refusals also count in LimitStats.
+func (n *Node) turnedAway(cause string) {
+	if cause == TurnedAwayUnauthorised {
+		n.limits.unauth.Add(1)
+	}
+	n.ops.metrics.turnedAway.WithLabelValues(cause).Inc()
 }

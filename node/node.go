@@ -65,6 +65,10 @@ type Config struct {
 	// Limits bound what one admitted peer can make the node keep or
 	// compute (zero: DefaultLimits).
 	Limits Limits
+	// AdminSecret is the bearer secret of the admin API's operator
+	// endpoints (/revoke, /audit; see AdminHandler). Empty disables them.
+	// Dir.Start reads it from the node directory (AdminSecretFileName).
+	AdminSecret string
 }
 
 // Hooks let tests and testnet inject faults around the honest node.
@@ -267,6 +271,7 @@ func (n *Node) handlers() map[string]handlerFunc {
 		protocol.ProtoAbandon:  n.guard(protocol.ProtoAbandon, n.handleAbandon),
 		protocol.ProtoEvidence: n.handleEvidenceBounded,
 		protocol.ProtoWait:     n.handleWait,
+		protocol.ProtoLocks:    n.guard(protocol.ProtoLocks, n.handleLocks),
 	}
 }
 
@@ -294,6 +299,7 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 		from := s.Conn().RemotePeer()
 		leave, ok := n.openStream(from) // S6: open streams are bounded per peer
 		if !ok {
+			n.turnedAway(TurnedAwayStreams)
 			log.Debugw("too many open streams", "peer", from, "proto", proto)
 			_ = s.Reset()
 			return
@@ -311,6 +317,9 @@ func (n *Node) handler(proto string, fn handlerFunc) network.StreamHandler {
 				return
 			}
 			if err != nil {
+				if errors.Is(err, protocol.ErrFrameTooLarge) || errors.Is(err, protocol.ErrMalformed) {
+					n.turnedAway(TurnedAwayBadFrame)
+				}
 				log.Debugw("bad request frame", "peer", from, "proto", proto, "err", err)
 				_ = s.Reset()
 				return
@@ -368,6 +377,7 @@ func (n *Node) serveOne(s network.Stream, proto string, from peer.ID, fn handler
 
 	release, entered := n.enter(from, proto) // S6: in-flight requests are bounded per peer
 	if !entered {
+		n.turnedAway(TurnedAwayInFlight)
 		log.Debugw("too many requests in flight", "peer", from, "proto", proto)
 		return false
 	}

@@ -28,6 +28,10 @@ type ops struct {
 	clientsMu sync.Mutex
 
 	probe prober
+
+	// raw is the node's store without the metrics around it, for the
+	// optional capabilities it may have (recordScanner, auditSequencer).
+	raw VoteStore
 }
 
 // commitObserver is a VoteStore that reports its write transactions
@@ -43,6 +47,7 @@ func (n *Node) initOps() {
 	n.ops.clock = n.clock
 	n.ops.clients.Store(newClientTable(n.cfg.Cluster.File.Clients))
 	n.ops.probe.init(n.cfg.Cluster, n.host.ID())
+	n.ops.raw = n.store
 	n.ops.metrics = n.newMetrics()
 	if o, ok := n.store.(commitObserver); ok {
 		o.SetCommitObserver(n.ops.metrics.observeCommit)
@@ -53,9 +58,10 @@ func (n *Node) initOps() {
 // observed wraps the handler of a per-resource request so each decision is
 // counted and logged: Acquire's vote, busy or refusal, and the outcome of
 // Commit, Renew, Release and Abandon, with the resource, epoch and the
-// client's name from the cluster file. Status is passed through.
+// client's name from the cluster file. Status and Locks, which decide
+// nothing, are passed through.
 func (n *Node) observed(proto string, fn handlerFunc) handlerFunc {
-	if proto == protocol.ProtoStatus {
+	if proto == protocol.ProtoStatus || proto == protocol.ProtoLocks {
 		return fn
 	}
 	return func(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {

@@ -198,7 +198,7 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, verified bo
 		return o.refuse(protocol.CodeStale, fmt.Sprintf("token epoch %d is superseded (last epoch %d)", tok.Epoch, n.LastEpoch))
 	}
 	if tok.Epoch <= n.Released {
-		return o.refuse(protocol.CodeNoLease, fmt.Sprintf("the lease at epoch %d was released", tok.Epoch))
+		return o.refuse(protocol.CodeNoLease, fmt.Sprintf("the lease at epoch %d was released or revoked", tok.Epoch))
 	}
 	if ttl <= 0 && tok.Epoch == n.VoteEpoch {
 		ttl = n.VoteTTL

@@ -35,7 +35,8 @@ type Record struct {
 	VoteTTL time.Duration `json:"vote_ttl,omitempty"`
 	// Certified is the highest token this node has verified, if any.
 	Certified *protocol.Token `json:"certified,omitempty"`
-	// Released is the highest epoch whose lease its holder released.
+	// Released is the highest epoch whose lease its holder released or
+	// this node's operator revoked (Rules.Revoke).
 	Released uint64 `json:"released,omitempty"`
 	// LeaseGen is the highest epoch of a lease committed here: the
 	// generation waiters are ordered by (queue.go). Liveness only.

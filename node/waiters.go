@@ -165,7 +165,7 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 	}
 	// S6: only clients that may acquire the resource wait for it.
 	if !n.mayAcquire(from, req.Resource) {
-		n.limits.unauth.Add(1)
+		n.turnedAway(TurnedAwayUnauthorised)
 		return protocol.WaitReply{Code: protocol.CodeUnauthorised, Message: fmt.Sprintf("%s may not acquire %q", from, req.Resource)}.Marshal(), nil
 	}
 	holder := protocol.Holder{ID: from.String(), Session: req.Session}

@@ -1,0 +1,161 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/internal/fuzzseed"
+)
+
+// The Locks messages keep their fuzz targets and seed corpus here, beside
+// the other decoders' (fuzz_test.go), with the same rules: every seed is
+// named valid-… or invalid-…, decodes exactly when it says so, and the
+// committed files under testdata/fuzz/<Target> match locksSeeds.
+
+var locksFuzzTargets = []string{"FuzzLocksRequest", "FuzzLocksReply"}
+
+// locksSeeds returns the seeds of the Locks fuzz targets.
+func locksSeeds(tb testing.TB) map[string][]seed {
+	tb.Helper()
+	fx := testFixture(tb)
+	out := map[string][]seed{}
+	add := func(target, name string, data []byte) {
+		out[target] = append(out[target], seed{name: name, data: data})
+	}
+	addValid := func(target, name string, data []byte) {
+		add(target, "valid-"+name, data)
+		add(target, "invalid-truncated-"+name, data[:len(data)-1])
+		add(target, "invalid-trailing-"+name, append(append([]byte(nil), data...), 0))
+	}
+	cl := fx.stmt.Cluster
+	addValid("FuzzLocksRequest", "first", LocksRequest{Cluster: cl}.Marshal())
+	addValid("FuzzLocksRequest", "after", LocksRequest{Cluster: cl, After: "orders-db", Limit: 10}.Marshal())
+	add("FuzzLocksRequest", "invalid-after-space", wire(cl[:], wstr("a b"), wu64(1)))
+	add("FuzzLocksRequest", "invalid-limit-out-of-range", wire(cl[:], wstr(""), wu64(1<<32)))
+
+	h := testHolder.Session.Hash()
+	page := LocksReply{Leases: []LeaseInfo{
+		{Resource: "a", HolderID: testHolder.ID, Session: h, Epoch: 3, Left: 1500 * time.Millisecond},
+		{Resource: "bücher/日本", HolderID: otherHolder.ID, Session: otherHolder.Session.Hash(), Epoch: 9, Left: time.Hour},
+	}, Next: "c"}
+	addValid("FuzzLocksReply", "page", page.Marshal())
+	addValid("FuzzLocksReply", "empty-end", LocksReply{}.Marshal())
+	addValid("FuzzLocksReply", "refused", LocksReply{Code: CodeWrongCluster, Message: "request is for another cluster"}.Marshal())
+	lease := func(resource, holder string) []byte {
+		return bytes.Join([][]byte{wstr(resource), wstr(holder), h[:], wu64(1), wu64(1000)}, nil)
+	}
+	add("FuzzLocksReply", "invalid-unsorted", wire(wu8(0), wu64(2), lease("b", "h"), lease("a", "h"), wstr(""), wstr("")))
+	add("FuzzLocksReply", "invalid-same-resource-twice", wire(wu8(0), wu64(2), lease("a", "h"), lease("a", "h"), wstr(""), wstr("")))
+	add("FuzzLocksReply", "invalid-after-next", wire(wu8(0), wu64(1), lease("z", "h"), wstr("m"), wstr("")))
+	add("FuzzLocksReply", "invalid-too-many", wire(wu8(0), wu64(MaxLocksPerPage+1)))
+	add("FuzzLocksReply", "invalid-empty-holder", wire(wu8(0), wu64(1), lease("a", ""), wstr(""), wstr("")))
+	add("FuzzLocksReply", "invalid-resource-rlo", wire(wu8(0), wu64(1), lease("orders-\u202egpj.exe", "h"), wstr(""), wstr("")))
+	return out
+}
+
+// TestWriteLocksSeedCorpus checks that testdata/fuzz holds the Locks
+// targets' seed corpus; with -write-corpus it writes it (see
+// TestWriteSeedCorpus).
+func TestWriteLocksSeedCorpus(t *testing.T) {
+	all := locksSeeds(t)
+	require.Len(t, all, len(locksFuzzTargets))
+	for _, target := range locksFuzzTargets {
+		files := map[string]string{}
+		for _, s := range all[target] {
+			require.NotContains(t, files, s.name, "%s: seed named twice", target)
+			files[s.name] = corpusFile(target, s.data)
+		}
+		err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", target), files, *writeCorpus)
+		require.NoError(t, err, "run: go test ./protocol -run TestWriteLocksSeedCorpus -write-corpus")
+	}
+}
+
+// TestLocksSeedsClassified checks each Locks seed decodes exactly when it
+// is named valid.
+func TestLocksSeedsClassified(t *testing.T) {
+	decoders := map[string]func([]byte) error{
+		"FuzzLocksRequest": func(b []byte) error { _, err := UnmarshalLocksRequest(b); return err },
+		"FuzzLocksReply":   func(b []byte) error { _, err := UnmarshalLocksReply(b); return err },
+	}
+	for target, seeds := range locksSeeds(t) {
+		var valid, invalid int
+		for _, s := range seeds {
+			err := decoders[target](s.data)
+			if s.valid() {
+				valid++
+				require.NoError(t, err, "%s/%s", target, s.name)
+			} else {
+				invalid++
+				require.Error(t, err, "%s/%s", target, s.name)
+			}
+		}
+		require.Positive(t, valid, target)
+		require.Positive(t, invalid, target)
+	}
+}
+
+// TestLargestLocksReplyFitsFrame: a full page with every field at its
+// limit fits one frame.
+func TestLargestLocksReplyFitsFrame(t *testing.T) {
+	var m LocksReply
+	for i := 0; i < MaxLocksPerPage; i++ {
+		r := strings.Repeat("r", MaxResourceLen-3) + string(rune('a'+i/26)) + string(rune('a'+i%26)) + "z"
+		m.Leases = append(m.Leases, LeaseInfo{Resource: r, HolderID: strings.Repeat("h", MaxHolderLen), Epoch: ^uint64(0), Left: MaxTTL})
+	}
+	m.Next = strings.Repeat("z", MaxResourceLen)
+	m.Message = strings.Repeat("m", MaxMessageLen)
+	b := m.Marshal()
+	require.LessOrEqual(t, len(b), MaxFrameSize)
+	got, err := UnmarshalLocksReply(b)
+	require.NoError(t, err)
+	require.Len(t, got.Leases, MaxLocksPerPage)
+}
+
+// TestSessionHash: the hash is fixed, differs between sessions and does
+// not contain the session ID.
+func TestSessionHash(t *testing.T) {
+	a, b := testHolder.Session.Hash(), sameIDHolder.Session.Hash()
+	require.NotEqual(t, a, b)
+	require.Equal(t, a, testHolder.Session.Hash())
+	require.NotContains(t, testHolder.Session.String(), a.String())
+	require.Len(t, a.String(), 2*SessionHashSize)
+}
+
+// fuzzLocks is fuzzDecoder over the Locks seeds.
+func fuzzLocks[M any](f *testing.F, target string, decode func([]byte) (M, error), encode func(M) []byte) {
+	for _, s := range locksSeeds(f)[target] {
+		if s.valid() {
+			f.Add(s.data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := decode(in)
+		if err != nil {
+			if !reflect.ValueOf(&m).Elem().IsZero() {
+				t.Fatalf("failed decode returned %+v, want the zero value", m)
+			}
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidField) {
+				t.Fatalf("error %v wraps neither ErrMalformed nor ErrInvalidField", err)
+			}
+			return
+		}
+		if out := encode(m); !bytes.Equal(in, out) {
+			t.Fatalf("decode then encode changed the bytes:\n in: %x\nout: %x\nmsg: %+v", in, out, m)
+		}
+	})
+}
+
+func FuzzLocksRequest(f *testing.F) {
+	fuzzLocks(f, "FuzzLocksRequest", UnmarshalLocksRequest, marshalOf[LocksRequest])
+}
+
+func FuzzLocksReply(f *testing.F) {
+	fuzzLocks(f, "FuzzLocksReply", UnmarshalLocksReply, marshalOf[LocksReply])
+}
