@@ -121,6 +121,22 @@ func (s *suite) healthyAndFenced(t *testing.T) {
 	require.NoError(t, json.Unmarshal(mraw, &members))
 	require.Len(t, members.Members, 4)
 
+	// Every node's admin endpoint answers on the compose network (where
+	// Prometheus would scrape it), here from the client's container; its
+	// secret-guarded operations (revoke, audit) refuse a caller without
+	// the node's admin.secret.
+	client := tn.container("client")
+	for i := 1; i <= 4; i++ {
+		url := fmt.Sprintf("http://%s:9090", tn.nodeIP(i))
+		out, errs, err := tn.runFull(cmdLimit, "docker", "exec", client, "/palisade", "probe", url+"/metrics")
+		require.NoError(t, err, "node%d's /metrics from the client container: %s", i, errs)
+		require.Contains(t, out, "200 OK", "node%d", i)
+		_, errs, err = tn.runFull(cmdLimit, "docker", "exec", client, "/palisade", "probe", url+"/audit")
+		require.Error(t, err, "node%d served its audit log without its admin secret", i)
+		require.Regexp(t, `40[13] `, errs, "node%d", i)
+		t.Logf("node%d admin: /metrics 200; /audit without the secret: %s", i, firstLine(errs))
+	}
+
 	tok := tn.acquire("orders-db", 30*time.Second, 20*time.Second)
 	s.saw(tok)
 	code, body := tn.httpDo("PUT", "orders-db", &tok, "paid")

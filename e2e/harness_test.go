@@ -74,34 +74,12 @@ func newTestnet(ctx context.Context, t *testing.T) *testnet {
 	tn.compose = composeCommand(ctx, t, tn.env)
 	t.Logf("compose: %s; project %s", strings.Join(tn.compose, " "), tn.project)
 
-	// The image is the repository's Dockerfile around the static binary,
-	// built exactly as the README says, in a context of its own.
-	imgDir := t.TempDir()
-	tn.bin = filepath.Join(imgDir, "palisade")
-	start := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, buildLimit)
-	defer cancel()
-	build := exec.CommandContext(bctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", tn.bin, "./cmd/palisade")
-	build.Dir = repo
-	build.Env = append(tn.env, "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
-	t.Logf("built the static binary in %v", time.Since(start).Round(time.Millisecond))
-	for _, f := range []string{"Dockerfile", ".dockerignore"} {
-		b, err := os.ReadFile(filepath.Join(repo, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(imgDir, f), b, 0o644))
-	}
-	tn.image = tn.project + ":test"
-	t.Cleanup(func() { tn.removeImage() })
-	start = time.Now()
-	tn.must("docker", "build", "-q", "-t", tn.image, imgDir)
-	size, _ := tn.run("docker", "image", "inspect", "-f", "{{.Size}}", tn.image)
-	n, _ := strconv.ParseInt(strings.TrimSpace(size), 10, 64)
-	t.Logf("built image %s in %v: %.1f MB", tn.image, time.Since(start).Round(time.Millisecond), float64(n)/1e6)
+	tn.bin, tn.image = buildImage(ctx, t, repo, tn.env, tn.project+":test")
 
 	tn.data = filepath.Join(t.TempDir(), "compose-data")
-	require.NoError(t, os.MkdirAll(tn.data, 0o755))
+	// compose-data/client is the client's own (read-write) mount: made
+	// here, as the README says, so that Docker does not make it as root.
+	require.NoError(t, os.MkdirAll(filepath.Join(tn.data, "client"), 0o755))
 	tn.netPre = freeSubnet(t, tn)
 	tn.env = append(tn.env,
 		"PALISADE_COMPOSE_IMAGE="+tn.image,
@@ -117,6 +95,50 @@ func newTestnet(ctx context.Context, t *testing.T) *testnet {
 	t.Logf("network %s.0/24, data %s", tn.netPre, tn.data)
 	t.Cleanup(tn.down)
 	return tn
+}
+
+// buildImage builds the static binary and, around it, the repository's
+// Dockerfile as the image tag, in a context of its own, exactly as the
+// README says; it registers the image's removal as a cleanup and returns
+// the binary's path (the host runs it too) and the image.
+func buildImage(ctx context.Context, t *testing.T, repo string, env []string, tag string) (bin, image string) {
+	t.Helper()
+	imgDir := t.TempDir()
+	bin = filepath.Join(imgDir, "palisade")
+	start := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, buildLimit)
+	defer cancel()
+	build := exec.CommandContext(bctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/palisade")
+	build.Dir = repo
+	build.Env = append(append([]string{}, env...), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
+	t.Logf("built the static binary in %v", time.Since(start).Round(time.Millisecond))
+	for _, f := range []string{"Dockerfile", ".dockerignore"} {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(imgDir, f), b, 0o644))
+	}
+	docker := func(args ...string) (string, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmdLimit)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, "docker", args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if out, err := docker("rmi", "-f", tag); err != nil {
+			t.Errorf("cleanup: docker rmi %s: %v\n%s", tag, err, out)
+		}
+	})
+	start = time.Now()
+	out2, err := docker("build", "-q", "-t", tag, imgDir)
+	require.NoError(t, err, "docker build:\n%s", out2)
+	size, _ := docker("image", "inspect", "-f", "{{.Size}}", tag)
+	n, _ := strconv.ParseInt(strings.TrimSpace(size), 10, 64)
+	t.Logf("built image %s in %v: %.1f MB", tag, time.Since(start).Round(time.Millisecond), float64(n)/1e6)
+	return bin, tag
 }
 
 // cleanEnv is the caller's environment without PALISADE_* and GOLOG_*
@@ -355,13 +377,6 @@ func (tn *testnet) down() {
 	vols := strings.TrimSpace(tn.must("docker", "volume", "ls", "-q", "--filter", "label=com.docker.compose.project="+tn.project))
 	if left != "" || nets != "" || vols != "" {
 		t.Errorf("cleanup left containers %q, networks %q, volumes %q", left, nets, vols)
-	}
-}
-
-// removeImage removes the image the suite built.
-func (tn *testnet) removeImage() {
-	if _, err := tn.run("docker", "rmi", "-f", tn.image); err != nil {
-		tn.t.Errorf("cleanup: %v", err)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/palisade-dev/palisade/crypto"
 )
@@ -178,6 +181,11 @@ func NewCluster(f ClusterFile) (*Cluster, error) {
 			return bad("node %d: empty or duplicate peer ID", n.Index)
 		}
 		seen[n.PeerID] = true
+		for _, a := range n.Addrs {
+			if err := ValidateNodeAddr(a); err != nil {
+				return bad("node %d: %v", n.Index, err)
+			}
+		}
 	}
 	for _, c := range f.Clients {
 		if c.PeerID == "" || seen[c.PeerID] {
@@ -280,4 +288,74 @@ func (c *Cluster) NodeIndex(peerID string) int {
 // Statement builds the statement for this cluster.
 func (c *Cluster) Statement(resource string, epoch uint64, holder Holder) Statement {
 	return Statement{Cluster: c.ID, Resource: resource, Epoch: epoch, Holder: holder}
+}
+
+// ValidateNodeAddr checks one of a member's announced addresses: a TCP
+// multiaddr, the only transport the nodes speak, whose host part is an
+// IP address or a DNS name that the dialling side resolves:
+//
+//	/ip4/203.0.113.7/tcp/4001
+//	/ip6/2001:db8::7/tcp/4001
+//	/dns4/node-a.example/tcp/4001   (A records)
+//	/dns6/node-a.example/tcp/4001   (AAAA records)
+//	/dns/node-a.example/tcp/4001    (either)
+//
+// An address is what others dial, never what a node binds: a node
+// listens on node.json's "listen" (for instance /ip4/0.0.0.0/tcp/4001)
+// and announces these. The check takes no import beyond the standard
+// library, so that resources that load a cluster file stay free of
+// libp2p.
+func ValidateNodeAddr(addr string) error {
+	bad := func(why string) error { return fmt.Errorf("address %q: %s", addr, why) }
+	parts := strings.Split(addr, "/")
+	// "", proto, host, "tcp", port
+	if len(parts) != 5 || parts[0] != "" || parts[3] != "tcp" {
+		return bad("want /ip4|/ip6|/dns4|/dns6|/dns/HOST/tcp/PORT")
+	}
+	host := parts[2]
+	switch parts[1] {
+	case "ip4", "ip6":
+		ip, err := netip.ParseAddr(host)
+		if err != nil || ip.Zone() != "" || ip.Is4() != (parts[1] == "ip4") {
+			return bad("not an " + map[string]string{"ip4": "IPv4", "ip6": "IPv6"}[parts[1]] + " address")
+		}
+		if ip.IsUnspecified() {
+			return bad("an unspecified address can be listened on, not dialled: announce the address others reach this node at, and put 0.0.0.0 in node.json's listen")
+		}
+	case "dns", "dns4", "dns6":
+		if err := validDNSName(host); err != nil {
+			return bad(err.Error())
+		}
+	default:
+		return bad("protocol " + strconv.Quote(parts[1]) + ": want ip4, ip6, dns4, dns6 or dns")
+	}
+	port, err := strconv.ParseUint(parts[4], 10, 16)
+	if err != nil || port == 0 || strconv.FormatUint(port, 10) != parts[4] {
+		return bad("TCP port " + strconv.Quote(parts[4]) + ": want 1..65535")
+	}
+	return nil
+}
+
+// validDNSName checks a host name as DNS allows it: at most 253
+// characters, dot-separated labels of 1 to 63 letters, digits, '-' or
+// '_', no label starting or ending with '-'; one trailing dot allowed.
+func validDNSName(name string) error {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return errors.New("DNS name must have 1 to 253 characters")
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("DNS label %q must have 1 to 63 characters", label)
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("DNS label %q starts or ends with '-'", label)
+		}
+		for _, r := range label {
+			if r > unicode.MaxASCII || !(r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+				return fmt.Errorf("DNS label %q: character %q (use the punycode form of a non-ASCII name)", label, r)
+			}
+		}
+	}
+	return nil
 }

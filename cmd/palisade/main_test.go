@@ -37,6 +37,7 @@ func TestScript(t *testing.T) {
 			"jsonfield": cmdJSONField,
 			"retry":     cmdRetry,
 			"hup":       cmdHup,
+			"term":      cmdTerm,
 			"envfile":   cmdEnvFile,
 		},
 		Setup: func(e *testscript.Env) error {

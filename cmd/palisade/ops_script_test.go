@@ -79,21 +79,34 @@ func cmdRetry(ts *testscript.TestScript, neg bool, args []string) {
 // background command whose command line contains TEXT (such as a node's
 // directory), as an operator's "kill -HUP PID" does.
 func cmdHup(ts *testscript.TestScript, neg bool, args []string) {
+	signalBackground(ts, "hup", syscall.SIGHUP, neg, args)
+}
+
+// cmdTerm is the script command "term TEXT": SIGTERM, as "hup" sends
+// SIGHUP (testscript's own kill sends only SIGINT and SIGKILL); what
+// systemd and docker stop send.
+func cmdTerm(ts *testscript.TestScript, neg bool, args []string) {
+	signalBackground(ts, "term", syscall.SIGTERM, neg, args)
+}
+
+// signalBackground sends sig to every background command whose command
+// line contains args[0].
+func signalBackground(ts *testscript.TestScript, name string, sig syscall.Signal, neg bool, args []string) {
 	if neg || len(args) != 1 {
-		ts.Fatalf("usage: hup TEXT")
+		ts.Fatalf("usage: %s TEXT", name)
 	}
 	sent := 0
 	for _, c := range ts.BackgroundCmds() {
 		if c.Process == nil || !strings.Contains(strings.Join(c.Args, " "), args[0]) {
 			continue
 		}
-		if err := c.Process.Signal(syscall.SIGHUP); err != nil {
-			ts.Fatalf("hup: %v", err)
+		if err := c.Process.Signal(sig); err != nil {
+			ts.Fatalf("%s: %v", name, err)
 		}
 		sent++
 	}
 	if sent == 0 {
-		ts.Fatalf("hup: no background command matches %q", args[0])
+		ts.Fatalf("%s: no background command matches %q", name, args[0])
 	}
 }
 

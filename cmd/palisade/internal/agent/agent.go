@@ -33,12 +33,14 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
@@ -89,6 +91,9 @@ var (
 	ErrBadSecret = errors.New("agent: bad secret")
 	// ErrClosed reports an agent that has been closed.
 	ErrClosed = errors.New("agent: closed")
+	// ErrNoSecret reports a secret change (SetSecret) on an agent made
+	// without a secret: it serves loopback only, and stays so.
+	ErrNoSecret = errors.New("agent: the agent was started without a secret; restart it with one")
 )
 
 // Config configures an Agent. Zero fields take the defaults above.
@@ -198,9 +203,15 @@ type Agent struct {
 
 	waiting chan struct{} // one token per waiting request
 
+	// secret is the digest of the bearer secret requests must carry; nil
+	// without one (SetSecret replaces it).
+	secret  atomic.Pointer[[sha256.Size]byte]
+	metrics *metrics
+
 	mu     sync.Mutex
 	closed bool
 	active int               // held locks plus acquisitions in progress
+	held   int               // held locks
 	locks  map[string]*entry // by ID, held and recently ended
 	ended  []*entry          // ended locks, oldest first
 }
@@ -235,6 +246,15 @@ func New(cfg Config) (*Agent, error) {
 		waiting: make(chan struct{}, cfg.MaxWaiting),
 		locks:   map[string]*entry{},
 	}
+	if cfg.Secret != nil {
+		digest := sha256.Sum256(cfg.Secret)
+		a.secret.Store(&digest)
+	}
+	a.metrics = newMetrics(func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.held
+	})
 	a.closing, a.stopAcquire = context.WithCancel(context.Background())
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.handler = a.routes()
@@ -327,7 +347,7 @@ func (a *Agent) Close() error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = a.release(e)
+			errs[i] = a.release(e, causeShutdown)
 		})
 	}
 	wg.Wait()
@@ -378,6 +398,7 @@ func (a *Agent) register(lock *client.Lock, ttl time.Duration) (*entry, error) {
 		return nil, ErrClosed
 	}
 	a.locks[id] = e
+	a.held++
 	a.wg.Add(1)
 	a.mu.Unlock()
 	go func() {
@@ -409,10 +430,12 @@ func (a *Agent) end(e *entry, state State, reason string) bool {
 
 	a.mu.Lock()
 	a.active--
+	a.held--
 	a.ended = append(a.ended, e)
 	a.pruneLocked(now)
 	a.mu.Unlock()
 	if state == Lost {
+		a.metrics.lost.Inc()
 		log.Warnw("lock lost", "resource", e.lock.Token().Resource, "epoch", e.lock.Epoch(), "reason", reason)
 	}
 	return true
@@ -448,8 +471,9 @@ func (a *Agent) lookup(id string) (*entry, bool) {
 // release ends a lock as released (if it is still held) and releases its
 // lease at the cluster, within ReleaseTimeout. A lost lock is released at
 // the cluster too, in case its lease is still there; its failure is not
-// an error. Releasing again after a confirmed release does nothing.
-func (a *Agent) release(e *entry) error {
+// an error. Releasing again after a confirmed release does nothing. cause
+// labels the release in MetricReleases.
+func (a *Agent) release(e *entry, cause string) error {
 	e.releaseMu.Lock()
 	defer e.releaseMu.Unlock()
 	a.end(e, Released, "")
@@ -462,6 +486,9 @@ func (a *Agent) release(e *entry) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ReleaseTimeout)
 	defer cancel()
 	err := e.lock.Release(ctx)
+	if state == Released {
+		a.metrics.released(cause, err)
+	}
 	if err == nil || state == Lost {
 		e.mu.Lock()
 		e.confirmed = true

@@ -67,12 +67,12 @@ func (a *Agent) routes() http.Handler {
 func (a *Agent) postLock(w http.ResponseWriter, r *http.Request) {
 	resource := r.PathValue("resource")
 	if err := protocol.ValidateResource(resource); err != nil {
-		writeError(w, badRequest("resource: %v", err))
+		a.refuseAcquire(w, badRequest("resource: %v", err))
 		return
 	}
 	req, aerr := a.readAcquire(w, r)
 	if aerr != nil {
-		writeError(w, aerr)
+		a.refuseAcquire(w, aerr)
 		return
 	}
 	ttl, aerr := duration("ttl", req.TTL, a.cfg.DefaultTTL, protocol.MaxTTL)
@@ -80,23 +80,24 @@ func (a *Agent) postLock(w http.ResponseWriter, r *http.Request) {
 		aerr = badRequest("ttl must be above 0")
 	}
 	if aerr != nil {
-		writeError(w, aerr)
+		a.refuseAcquire(w, aerr)
 		return
 	}
 	wait, aerr := duration("wait", req.Wait, 0, a.cfg.MaxWait)
 	if aerr != nil {
-		writeError(w, aerr)
+		a.refuseAcquire(w, aerr)
 		return
 	}
+	started := a.cfg.Clock.Now()
 	if aerr := a.reserve(); aerr != nil {
-		writeError(w, aerr)
+		a.refuseAcquire(w, aerr)
 		return
 	}
 	if wait > 0 {
 		done, aerr := a.wait()
 		if aerr != nil {
 			a.unreserve()
-			writeError(w, aerr)
+			a.refuseAcquire(w, aerr)
 			return
 		}
 		defer done()
@@ -121,22 +122,24 @@ func (a *Agent) postLock(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.unreserve()
 		if a.closing.Err() != nil {
-			writeError(w, errShuttingDown())
+			a.refuseAcquire(w, errShuttingDown())
 			return
 		}
 		if r.Context().Err() != nil {
+			a.metrics.acquires.WithLabelValues(resultAbandoned).Inc()
 			log.Debugw("acquisition abandoned by its caller", "resource", resource, "err", err)
 			return
 		}
-		writeError(w, classify(err, resource, wait))
+		a.refuseAcquire(w, classify(err, resource, wait))
 		return
 	}
 	e, err := a.register(lock, ttl)
 	if err == nil && r.Context().Err() != nil {
 		// Nobody will learn the ID: release at once rather than renew a
 		// lock no one can end.
+		a.metrics.acquires.WithLabelValues(resultAbandoned).Inc()
 		log.Infow("caller gone before it learnt the lock: releasing", "resource", resource, "epoch", lock.Epoch())
-		if rerr := a.release(e); rerr != nil {
+		if rerr := a.release(e, causeAbandoned); rerr != nil {
 			log.Warnw("release failed", "resource", resource, "epoch", lock.Epoch(), "err", rerr)
 		}
 		return
@@ -149,15 +152,23 @@ func (a *Agent) postLock(w http.ResponseWriter, r *http.Request) {
 			log.Warnw("release after a failed registration failed", "resource", resource, "epoch", lock.Epoch(), "err", rerr)
 		}
 		if errors.Is(err, ErrClosed) {
-			writeError(w, errShuttingDown())
+			a.refuseAcquire(w, errShuttingDown())
 			return
 		}
-		writeError(w, &apiError{Code: CodeInternal, Message: err.Error()})
+		a.refuseAcquire(w, &apiError{Code: CodeInternal, Message: err.Error()})
 		return
 	}
+	a.metrics.acquired(a.cfg.Clock.Since(started))
 	log.Infow("lock acquired", "resource", resource, "epoch", lock.Epoch(), "ttl", ttl)
 	w.Header().Set("Location", PathPrefix+e.id)
 	writeJSON(w, http.StatusCreated, e.info())
+}
+
+// refuseAcquire answers a failed acquisition with e and counts it by its
+// code.
+func (a *Agent) refuseAcquire(w http.ResponseWriter, e *apiError) {
+	a.metrics.acquires.WithLabelValues(string(e.Code)).Inc()
+	writeError(w, e)
 }
 
 // diagnoseTimeout bounds the status round of diagnose.
@@ -275,7 +286,7 @@ func (a *Agent) deleteLock(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	if err := a.release(e); err != nil {
+	if err := a.release(e, causeRequest); err != nil {
 		aerr := classify(err, e.lock.Token().Resource, 0)
 		aerr.Message = fmt.Sprintf("renewal stopped, but the cluster did not confirm the release; the lease runs out within its TTL (%v); DELETE again to retry: %s", e.ttl, aerr.Message)
 		writeError(w, aerr)
@@ -321,6 +332,11 @@ func classify(err error, resource string, wait time.Duration) *apiError {
 		return &apiError{Code: CodeBusy, Message: err.Error()}
 	case errors.As(err, &re):
 		return &apiError{Code: CodeRefused, Message: err.Error(), Nodes: nodeIndices(re.Nodes)}
+	case client.NotAdmitted(err):
+		// More than f nodes drop the agent's connections: their
+		// cluster.json does not list its identity. Not an outage.
+		errors.As(err, &qe)
+		return &apiError{Code: CodeRefused, Message: "the nodes do not admit the agent's identity as a client (they drop its connections): add it to every node's cluster.json and send the nodes SIGHUP: " + err.Error(), Nodes: qe.Failed()}
 	case errors.As(err, &qe):
 		return &apiError{Code: CodeNotEnoughNodes, Message: err.Error(), Nodes: qe.Failed()}
 	case errors.Is(err, client.ErrRefused):

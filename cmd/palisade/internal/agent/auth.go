@@ -91,21 +91,23 @@ func CheckListenAddr(hostport string, haveSecret bool) error {
 }
 
 // guard checks every request before it is routed: no browser requests;
-// with a secret, the bearer secret; without one, a loopback host name (a
-// DNS-rebinding page names its own host).
+// with a secret, the bearer secret (the current one: see SetSecret);
+// without one, a loopback host name (a DNS-rebinding page names its own
+// host).
 func (a *Agent) guard(next http.Handler) http.Handler {
-	var want [sha256.Size]byte
-	if a.cfg.Secret != nil {
-		want = sha256.Sum256(a.cfg.Secret)
+	deny := func(w http.ResponseWriter, e *apiError) {
+		a.metrics.denied.WithLabelValues(string(e.Code)).Inc()
+		writeError(w, e)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Origin") != "" {
-			writeError(w, &apiError{Code: CodeForbidden, Message: "requests from browsers (with an Origin header) are not served"})
+			deny(w, &apiError{Code: CodeForbidden, Message: "requests from browsers (with an Origin header) are not served"})
 			return
 		}
-		if a.cfg.Secret == nil {
+		want := a.secret.Load()
+		if want == nil {
 			if !loopbackHost(r.Host) {
-				writeError(w, &apiError{Code: CodeForbidden, Message: fmt.Sprintf("host %q is not loopback; an agent without a secret serves only 127.0.0.1, ::1 and localhost", truncate(r.Host, 64))})
+				deny(w, &apiError{Code: CodeForbidden, Message: fmt.Sprintf("host %q is not loopback; an agent without a secret serves only 127.0.0.1, ::1 and localhost", truncate(r.Host, 64))})
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -116,11 +118,29 @@ func (a *Agent) guard(next http.Handler) http.Handler {
 		// about the secret, not even its length.
 		if sum := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="palisade-agent"`)
-			writeError(w, &apiError{Code: CodeUnauthorised, Message: "missing or wrong bearer secret (Authorization: Bearer SECRET)"})
+			deny(w, &apiError{Code: CodeUnauthorised, Message: "missing or wrong bearer secret (Authorization: Bearer SECRET)"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// SetSecret replaces the bearer secret every request must carry (as
+// "palisade agent" does on SIGHUP, from --secret-file): requests with the
+// old secret are refused from then on, and held locks are kept. It
+// refuses (ErrBadSecret) a secret of the wrong length, and
+// (ErrNoSecret) an agent made without a secret, which serves loopback
+// only and would change its security model.
+func (a *Agent) SetSecret(secret []byte) error {
+	if a.secret.Load() == nil {
+		return ErrNoSecret
+	}
+	if err := checkSecret(secret); err != nil {
+		return err
+	}
+	digest := sha256.Sum256(secret)
+	a.secret.Store(&digest)
+	return nil
 }
 
 // loopbackHost reports whether a Host header names this machine's

@@ -18,6 +18,7 @@ const (
 	CodeNotEnoughNodes Code = "not_enough_nodes"
 	// CodeRefused (403): the cluster refused, for a reason retrying will
 	// not fix (the agent's identity is not authorised for the resource,
+	// or not a client of the nodes at all: they drop its connections;
 	// another cluster).
 	CodeRefused Code = "refused"
 	// CodeBadRequest (400): a malformed resource name, body, duration or

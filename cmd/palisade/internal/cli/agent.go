@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,13 +19,17 @@ import (
 const defaultAgentListen = "127.0.0.1:7071"
 
 const agentUsage = `Usage:
-    palisade agent --cluster FILE --identity FILE [--listen ADDR]
-                   [--secret-file FILE] [--max-locks N]
+    palisade agent --cluster FILE [--cluster-id ID] --identity FILE [--listen ADDR]
+                   [--secret-file FILE] [--max-locks N] [--admin ADDR]
 
 Serves an HTTP/JSON lock API for applications in any language, over one
 client with the identity in --identity. The agent renews every lease it
-holds; SIGINT or SIGTERM releases them all, then stops it. Full reference:
-docs/agent.md; a Python client: clients/python/palisade_agent.py.
+holds; SIGINT or SIGTERM releases them all, then stops it. SIGHUP keeps
+every lock: it re-reads --secret-file (the new secret applies at once; a
+bad file keeps the old one) and checks --cluster, logging whether it
+changed (the agent keeps the file it started with until it restarts).
+Full reference: docs/agent.md; a Python client:
+clients/python/palisade_agent.py.
 
     POST   /v1/locks/RESOURCE   acquire; optional body {"ttl": "10s", "wait": "5s"}
                                 (no wait: try once)       201 with the lock
@@ -48,14 +54,27 @@ With it, every request needs "Authorization: Bearer SECRET"; the file must
 have mode 0600 and hold 16 to 4096 bytes. Requests from browsers (with an
 Origin header) are always refused.
 
+With --admin it serves HTTP on ADDR, apart from the lock API and as
+"palisade node --admin" does: /healthz (200 while the agent serves, 503
+once it is stopping) and /metrics (Prometheus: palisade_agent_locks_held,
+palisade_agent_acquires_total by result, palisade_agent_releases_total by
+cause and result, palisade_agent_locks_lost_total,
+palisade_agent_requests_denied_total by code, palisade_agent_acquire_seconds,
+palisade_config_reloads_total by result for SIGHUP).
+It serves nothing secret (no lock IDs, tokens or resource names) and needs
+no bearer secret; keep it off networks that should not see the counts.
+
 Flags (environment variable in brackets):
     --cluster FILE      the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID     refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --identity FILE     the client key file; its peer ID holds every lock
                         [PALISADE_IDENTITY]
     --listen ADDR       HTTP listen address (127.0.0.1:7071) [PALISADE_LISTEN]
     --secret-file FILE  bearer secret file, required off loopback
                         [PALISADE_SECRET_FILE]
     --max-locks N       most locks held at once (1024) [PALISADE_MAX_LOCKS]
+    --admin ADDR        serve /healthz and /metrics on ADDR (none)
+                        [PALISADE_ADMIN]
 
 Example:
     $ palisade agent --cluster /tmp/pal/cluster.json --identity /tmp/pal/client.key &
@@ -68,6 +87,11 @@ Example:
     {"id":"9f86d0[...]",[...],"state":"held"}
     $ curl -s -X DELETE http://127.0.0.1:7071/v1/locks/9f86d0[...]
     {"id":"9f86d0[...]",[...],"state":"released"}
+    $ kill -HUP %1     # keeps its locks; re-reads --secret-file
+    $ palisade agent --cluster /tmp/pal/cluster.json --identity /tmp/pal/client.key \
+        --listen 127.0.0.1:7072 --admin 127.0.0.1:9190 &
+    $ palisade probe http://127.0.0.1:9190/healthz
+    http://127.0.0.1:9190/healthz: 200 OK: ok: 0 locks held
 `
 
 func agentFlags(fs *flag.FlagSet, c *Config) {
@@ -76,6 +100,7 @@ func agentFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "")
 	fs.StringVar(&c.SecretFile, "secret-file", c.SecretFile, "")
 	fs.IntVar(&c.MaxLocks, "max-locks", c.MaxLocks, "")
+	adminFlag(fs, c)
 }
 
 func runAgent(ctx context.Context, e *env, cfg Config, args []string) (err error) {
@@ -130,6 +155,19 @@ func runAgent(ctx context.Context, e *env, cfg Config, args []string) (err error
 		_ = ln.Close()
 		return fmt.Errorf("agent: %w", err)
 	}
+	if cfg.Ops.Admin != "" {
+		admin, err := startAdminHandler("agent", cfg.Ops.Admin, a.AdminHandler())
+		if err != nil {
+			_ = ln.Close()
+			return errors.Join(err, a.Close())
+		}
+		defer func() { err = errors.Join(err, admin.Close()) }()
+		fmt.Fprintf(e.stdout, "admin on http://%s\n", admin.addr)
+	}
+	// SIGHUP reloads what can change under held locks; it stays handled
+	// until Serve has released them.
+	reloads := newReloadCounter(a.MetricsRegistry())
+	defer handleHangups(func() { reloads.WithLabelValues(reloadAgent(cfg, cluster, a)).Inc() })()
 	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
 	log.Infow("agent listening", "addr", ln.Addr().String(), "holder", c.ID(), "secret", secret != nil)
 	if err := a.Serve(ctx, ln); err != nil {
@@ -137,4 +175,51 @@ func runAgent(ctx context.Context, e *env, cfg Config, args []string) (err error
 	}
 	log.Infow("agent stopped")
 	return nil
+}
+
+// reloadAgent is the agent's answer to SIGHUP; it keeps every held lock.
+// It reads --secret-file again and takes the new secret (requests with
+// the old one are refused from then on); a file it cannot use leaves the
+// current secret in place. It reads --cluster again and compares it with
+// the file the agent started with: the agent's client keeps the members
+// and addresses it started with, so a changed file is logged with what to
+// do (restart the agent at a quiet moment: stopping releases its locks).
+// It returns the result for the reload counter: refused if either file
+// could not be taken.
+func reloadAgent(cfg Config, started *protocol.Cluster, a *agent.Agent) string {
+	result := reloadApplied
+	if cfg.SecretFile != "" {
+		secret, err := agent.LoadSecret(cfg.SecretFile)
+		if err == nil {
+			err = a.SetSecret(secret)
+		}
+		if err != nil {
+			result = reloadRefused
+			log.Warnw("SIGHUP: secret file refused; keeping the current secret", "secret_file", cfg.SecretFile, "error", err)
+		} else {
+			log.Infow("SIGHUP: secret reloaded", "secret_file", cfg.SecretFile)
+		}
+	}
+	c, err := protocol.LoadCluster(cfg.Cluster)
+	switch {
+	case err != nil:
+		result = reloadRefused
+		log.Warnw("SIGHUP: cluster file unreadable; the agent keeps the cluster it started with", "cluster", cfg.Cluster, "error", err)
+	case c.ID != started.ID:
+		result = reloadRefused
+		log.Warnw("SIGHUP: cluster file names another cluster; the agent keeps the cluster it started with", "cluster", cfg.Cluster, "cluster_id", started.ID.String(), "file_cluster_id", c.ID.String())
+	case !sameClusterFile(c.File, started.File):
+		result = reloadRefused
+		log.Warnw("SIGHUP: cluster file changed (members, addresses or clients); the agent keeps the file it started with and its held locks: restart it to use the new file (stopping releases its locks)", "cluster", cfg.Cluster)
+	default:
+		log.Infow("SIGHUP: cluster file unchanged", "cluster", cfg.Cluster)
+	}
+	return result
+}
+
+// sameClusterFile reports whether two cluster files say the same.
+func sameClusterFile(a, b protocol.ClusterFile) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,19 +12,45 @@ import (
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-// runAudit prints a stopped node's audit log, one entry per line with its
+func auditFlags(fs *flag.FlagSet, c *Config) {
+	dirFlag(fs, c)
+	adminFlag(fs, c)
+	fs.StringVar(&c.SecretFile, "secret-file", c.SecretFile, "")
+}
+
+// runAudit prints a node's audit log, one entry per line with its
 // sequence number, and fails if the sequence has a gap or a broken entry.
-func runAudit(_ context.Context, e *env, cfg Config, args []string) error {
+// A stopped node's log is read from its vote store (--dir); a running
+// node's through its admin API (--admin, with the admin secret of --dir
+// or --secret-file), which serves the same entries.
+func runAudit(ctx context.Context, e *env, cfg Config, args []string) error {
 	if len(args) != 0 {
 		return usageErrorf("audit", "audit: unexpected argument %q", args[0])
 	}
-	if err := requireFlag("audit", "dir", cfg.Dir); err != nil {
-		return err
+	if cfg.Ops.Admin == "" {
+		if err := requireFlag("audit", "dir", cfg.Dir); err != nil {
+			return err
+		}
 	}
 	// Client names make the lines readable; a directory without a
 	// readable cluster file still has an audit log worth reading.
-	cluster, _ := protocol.LoadCluster(filepath.Join(cfg.Dir, node.ClusterFileName))
-	sum, err := node.ReadAudit(cfg.Dir, func(en node.AuditEntry) error {
+	var cluster *protocol.Cluster
+	if cfg.Dir != "" {
+		cluster, _ = protocol.LoadCluster(filepath.Join(cfg.Dir, node.ClusterFileName))
+	}
+	read := func(fn func(node.AuditEntry) error) (node.AuditSummary, error) { return node.ReadAudit(cfg.Dir, fn) }
+	where := cfg.Dir
+	if cfg.Ops.Admin != "" {
+		secret, err := adminSecret("audit", cfg)
+		if err != nil {
+			return err
+		}
+		read = func(fn func(node.AuditEntry) error) (node.AuditSummary, error) {
+			return node.FetchAudit(ctx, cfg.Ops.Admin, secret, fn)
+		}
+		where = "the node at " + cfg.Ops.Admin
+	}
+	sum, err := read(func(en node.AuditEntry) error {
 		line := fmt.Sprintf("seq=%d time=%s kind=%s resource=%s epoch=%d", en.Seq, en.Time.UTC().Format(time.RFC3339Nano), en.Kind, en.Resource, en.Epoch)
 		if en.Holder != "" {
 			line += " holder=" + auditHolder(cluster, en.Holder)
@@ -49,7 +76,7 @@ func runAudit(_ context.Context, e *env, cfg Config, args []string) error {
 		}
 	}
 	if err := sum.Err(); err != nil {
-		return fmt.Errorf("audit: %s: %w", cfg.Dir, err)
+		return fmt.Errorf("audit: %s: %w", where, err)
 	}
 	return nil
 }

@@ -13,14 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/internal/dkg"
 	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
@@ -53,9 +52,14 @@ const defaultJoinTimeout = 2 * time.Minute
 // Files and directories in the shared directory of bootstrap.
 const (
 	// bootstrapPeersDir holds one file per member, nodeI.json (a
-	// dkg.Member), and client.json (a protocol.ClientInfo).
+	// dkg.Member). Only nodes write it.
 	bootstrapPeersDir = "peers"
-	// bootstrapClientPeer is the client's file in bootstrapPeersDir.
+	// bootstrapClientDir is the client's own directory, the only one it
+	// writes: docker-compose.yml mounts the rest of the shared directory
+	// read-only in the client's container.
+	bootstrapClientDir = "client"
+	// bootstrapClientPeer is the client's peer file (a
+	// protocol.ClientInfo) in bootstrapClientDir.
 	bootstrapClientPeer = "client.json"
 	// bootstrapMembers is the member list the nodes built and ran the DKG
 	// with.
@@ -69,10 +73,6 @@ const bootstrapPoll = 250 * time.Millisecond
 
 // bootstrapReport is how often a waiting bootstrap says what it waits for.
 const bootstrapReport = 10 * time.Second
-
-// resourceProbeKey is the key whose URL the resource role's readiness
-// check asks for the allowed methods (see probeResource).
-const resourceProbeKey = "palisade-readiness-probe"
 
 func bootstrapFlags(fs *flag.FlagSet, c *Config) {
 	b := &c.Bootstrap
@@ -88,6 +88,7 @@ func bootstrapFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", c.PhaseTimeout, "")
 	fs.StringVar(&c.Data, "data", c.Data, "")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "")
+	clusterIDFlagVar(fs, c)
 }
 
 // runBootstrap brings up one service of a testnet whose keys come from a
@@ -105,6 +106,11 @@ func runBootstrap(ctx context.Context, e *env, cfg Config, args []string) error 
 	}
 	if cfg.Bootstrap.JoinTimeout == 0 {
 		cfg.Bootstrap.JoinTimeout = defaultJoinTimeout
+	}
+	if cfg.ClusterID != "" {
+		if _, err := parseClusterPin("bootstrap", cfg.ClusterID); err != nil {
+			return err
+		}
 	}
 	switch args[0] {
 	case "node":
@@ -150,6 +156,9 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 	switch {
 	case err == nil && d.Share.Index() != b.Index:
 		return fmt.Errorf("bootstrap: %s holds node %d's keys, not node %d's: is another node's volume mounted here?", cfg.Dir, d.Share.Index(), b.Index)
+	case err == nil && cfg.ClusterID != "" && d.Cluster.ID.String() != strings.ToLower(strings.TrimSpace(cfg.ClusterID)):
+		return fmt.Errorf("bootstrap: %w: %s holds the keys of cluster %q with ID %s, pinned %s: is another cluster's volume mounted here?",
+			errClusterPin, cfg.Dir, d.Cluster.File.Name, d.Cluster.ID, cfg.ClusterID)
 	case err == nil:
 		if err := eraseStale(filepath.Join(cfg.Dir, dkg.StateFileName)); err != nil {
 			return err
@@ -160,6 +169,11 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 			return explainf(err, "bootstrap: %s holds the keys of another release (its %s: %s): remove the testnet's data (its volumes) to run a new DKG", cfg.Dir, file, detail)
 		}
 		return fmt.Errorf("bootstrap: %s holds a share but does not load (%w): repair it, or remove the testnet's data to start over", cfg.Dir, err)
+	case cfg.ClusterID != "":
+		// The pinned cluster exists: a ceremony now would make another
+		// one, with this member holding a share of a key nobody uses.
+		return fmt.Errorf("bootstrap: %w: %s holds no keys, and a new DKG would make a new cluster, not the pinned %s: restore this node's volume, or have the members admit it again by a reshare (docs/deploy.md, \"A node's lost disk\")",
+			errClusterPin, cfg.Dir, cfg.ClusterID)
 	default:
 		if err := bootstrapKeys(ctx, e, cfg); err != nil {
 			return err
@@ -167,7 +181,9 @@ func bootstrapNode(ctx context.Context, e *env, cfg Config) error {
 	}
 	// Every node publishes the cluster file, on each start: the copies are
 	// identical (the members compared their hashes), and a shared
-	// directory cleared by hand gets it back.
+	// directory cleared by hand gets it back. One of another cluster
+	// found there is replaced, and said so.
+	warnForeignCluster(e.stderr, filepath.Join(b.Shared, node.ClusterFileName), filepath.Join(cfg.Dir, node.ClusterFileName))
 	if err := publishFile(b.Shared, node.ClusterFileName, filepath.Join(cfg.Dir, node.ClusterFileName)); err != nil {
 		return err
 	}
@@ -232,7 +248,7 @@ func waitMembers(ctx context.Context, progress io.Writer, cfg Config, self peer.
 		var missing []string
 		for i := 1; i <= cfg.Nodes; i++ {
 			var m dkg.Member
-			switch ok, err := readPeerFile(b.Shared, nodePeerFile(i), &m); {
+			switch ok, err := readPeerFile(b.Shared, filepath.Join(bootstrapPeersDir, nodePeerFile(i)), &m); {
 			case err != nil:
 				return nil, err
 			case !ok:
@@ -242,7 +258,7 @@ func waitMembers(ctx context.Context, progress io.Writer, cfg Config, self peer.
 			}
 		}
 		var c protocol.ClientInfo
-		switch ok, err := readPeerFile(b.Shared, bootstrapClientPeer, &c); {
+		switch ok, err := readPeerFile(b.Shared, filepath.Join(bootstrapClientDir, bootstrapClientPeer), &c); {
 		case err != nil:
 			return nil, err
 		case !ok:
@@ -255,6 +271,11 @@ func waitMembers(ctx context.Context, progress io.Writer, cfg Config, self peer.
 		}
 		if got := l.Members[b.Index-1].PeerID; got != self.String() {
 			return nil, fmt.Errorf("bootstrap: %s names peer %s, not this node's %s: another node was given --index %d", nodePeerFile(b.Index), got, self, b.Index)
+		}
+		for i, m := range l.Members {
+			if m.PeerID == self.String() && i+1 != b.Index {
+				return nil, fmt.Errorf("bootstrap: %s names this node's peer %s, which is node %d: refused", nodePeerFile(i+1), self, b.Index)
+			}
 		}
 		list = l
 		return nil, nil
@@ -275,7 +296,7 @@ func waitMembers(ctx context.Context, progress io.Writer, cfg Config, self peer.
 // scenarios can run client commands in this container (docker exec).
 func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	b := cfg.Bootstrap
-	if err := mkdirShared(b.Shared, bootstrapPeersDir); err != nil {
+	if err := mkdirShared(b.Shared, bootstrapClientDir); err != nil {
 		return err
 	}
 	keyPath := cfg.Identity
@@ -283,6 +304,9 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 		keyPath = filepath.Join(b.Shared, testnet.ClientKeyFileName)
 	}
 	id, created, err := loadOrCreateIdentity(keyPath, b.Shared)
+	if errors.Is(err, syscall.EROFS) {
+		return explainf(err, "bootstrap: there is no client key %s, and this client cannot make one there (its file system is read-only): make it where the shared directory is writable, e.g. on the host with \"palisade identity --identity compose-data/%s\"", keyPath, testnet.ClientKeyFileName)
+	}
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -297,12 +321,12 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	if err := writeShared(b.Shared, filepath.Join(bootstrapPeersDir, bootstrapClientPeer), append(info, '\n'), 0o644); err != nil {
+	if err := writeShared(b.Shared, filepath.Join(bootstrapClientDir, bootstrapClientPeer), append(info, '\n'), 0o644); err != nil {
 		return err
 	}
 	clusterPath := filepath.Join(b.Shared, node.ClusterFileName)
 	admitted := func() error {
-		c, err := protocol.LoadCluster(clusterPath)
+		c, err := loadSharedCluster(clusterPath, cfg.ClusterID)
 		if err != nil {
 			return err
 		}
@@ -311,7 +335,7 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(e.stderr, "palisade: bootstrap: client %s published; waiting up to %v for %s\n", pid, b.JoinTimeout, clusterPath)
+	fmt.Fprintf(e.stderr, "palisade: bootstrap: client %s published; waiting up to %v for %s%s\n", pid, b.JoinTimeout, clusterPath, pinNote(cfg.ClusterID))
 	if err := waitFor(ctx, e.stderr, b.JoinTimeout, "the cluster file", func() ([]string, error) {
 		if err := admitted(); err != nil {
 			return []string{clusterPath + " listing this client" + staleCluster(err)}, nil
@@ -325,86 +349,31 @@ func bootstrapClient(ctx context.Context, e *env, cfg Config) error {
 	return serveHealth(ctx, cfg.Ops.Admin, admitted)
 }
 
-// bootstrapResource waits for the cluster file the nodes publish, then
-// runs "palisade resource" with it, and serves --admin: ready once the
-// resource serves its API (see probeResource).
+// bootstrapResource waits for the cluster file the nodes publish (with
+// the pinned cluster ID, if --cluster-id is given), then runs "palisade
+// resource" with it; --admin is the resource's own (/metrics, /healthz
+// once its store answers).
 func bootstrapResource(ctx context.Context, e *env, cfg Config) error {
 	b := cfg.Bootstrap
 	if err := requireFlag("bootstrap", "data", cfg.Data); err != nil {
 		return err
 	}
 	cfg.Cluster = filepath.Join(b.Shared, node.ClusterFileName)
-	fmt.Fprintf(e.stderr, "palisade: bootstrap: resource waiting up to %v for %s\n", b.JoinTimeout, cfg.Cluster)
+	fmt.Fprintf(e.stderr, "palisade: bootstrap: resource waiting up to %v for %s%s\n", b.JoinTimeout, cfg.Cluster, pinNote(cfg.ClusterID))
 	if err := waitFor(ctx, e.stderr, b.JoinTimeout, "the cluster file", func() ([]string, error) {
-		if _, err := protocol.LoadCluster(cfg.Cluster); err != nil {
+		if _, err := loadSharedCluster(cfg.Cluster, cfg.ClusterID); err != nil {
 			return []string{cfg.Cluster + staleCluster(err)}, nil
 		}
 		return nil, nil
 	}); err != nil {
 		return err
 	}
-	probeURL, err := resourceProbeURL(cfg.Listen)
-	if err != nil {
-		return usageErrorf("bootstrap", "bootstrap: --listen: %v", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var adminErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		adminErr = serveHealth(ctx, cfg.Ops.Admin, func() error { return probeResource(ctx, probeURL) })
-		if adminErr != nil {
-			cancel()
-		}
-	}()
-	err = runResource(ctx, e, cfg, nil)
-	cancel()
-	wg.Wait()
-	return errors.Join(err, adminErr)
-}
-
-// resourceProbeURL is the URL the resource role's readiness asks: the
-// key resourceProbeKey at the listen address, on loopback if the address
-// is unspecified.
-func resourceProbeURL(listen string) (string, error) {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "", err
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port) + resource.PathPrefix + resourceProbeKey, nil
-}
-
-// probeTimeout bounds one readiness probe of the resource.
-const probeTimeout = 2 * time.Second
-
-// probeResource asks the resource which methods a key's URL allows
-// (OPTIONS): a resource that serves its API (which it does only with its
-// store open) answers 405 with an Allow header that lists PUT. The
-// request never reaches the fence, so health checks leave no admit or
-// refuse lines in the resource's log.
-func probeResource(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodOptions, url, nil)
-	if err != nil {
+	// runResource loads the file again; "resource" as a command checks
+	// the pin first, as here.
+	if err := precheckPin("bootstrap", cfg); err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("resource: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	_ = resp.Body.Close()
-	if allow := resp.Header.Get("Allow"); resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(allow, http.MethodPut) {
-		return fmt.Errorf("resource: OPTIONS %s got %s (Allow: %q), want 405 allowing PUT", url, resp.Status, allow)
-	}
-	return nil
+	return runResource(ctx, e, cfg, nil)
 }
 
 // serveHealth serves the health endpoints on addr until ctx ends (or
@@ -483,18 +452,63 @@ func waitFor(ctx context.Context, progress io.Writer, limit time.Duration, what 
 // staleCluster notes, for a wait's progress line, that the cluster file
 // there is one an earlier release wrote (the nodes replace it once their
 // new DKG completes; nodes whose volumes hold keys of that release stop
-// and say so).
+// and say so), or one of another cluster than the pinned one.
 func staleCluster(err error) string {
-	if errors.Is(err, protocol.ErrClusterFileVersion) {
+	switch {
+	case errors.Is(err, protocol.ErrClusterFileVersion):
 		return " (the one there is of an earlier release; the nodes replace it after their DKG)"
+	case errors.Is(err, errClusterPin):
+		return " (the one there is REFUSED: " + strings.TrimPrefix(err.Error(), errClusterPin.Error()+": ") + ")"
 	}
 	return ""
 }
 
-// readPeerFile decodes SHARED/peers/name into v strictly; ok is false if
-// the file does not exist yet.
+// loadSharedCluster loads the cluster file in the shared directory and,
+// if pin is not empty, refuses it unless its cluster ID is pin: the
+// shared directory is where anyone who can write it may plant a file.
+func loadSharedCluster(path, pin string) (*protocol.Cluster, error) {
+	c, err := protocol.LoadCluster(path)
+	if err != nil || pin == "" {
+		return c, err
+	}
+	want, err := protocol.ParseClusterID(strings.TrimSpace(pin))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: --%s: %w", clusterIDFlag, err)
+	}
+	if err := checkClusterPin(c, want, path); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// pinNote says, in a waiting line, which cluster ID the file must have.
+func pinNote(pin string) string {
+	if pin == "" {
+		return " (no --cluster-id: the first valid one is trusted)"
+	}
+	return " with cluster ID " + pin
+}
+
+// warnForeignCluster says so when the shared cluster file at shared is
+// valid but of another cluster than this node's own file at own: a file
+// planted there, or left by an earlier testnet; the node replaces it.
+func warnForeignCluster(w io.Writer, shared, own string) {
+	theirs, err := protocol.LoadCluster(shared)
+	if err != nil {
+		return
+	}
+	mine, err := protocol.LoadCluster(own)
+	if err != nil || mine.ID == theirs.ID {
+		return
+	}
+	fmt.Fprintf(w, "palisade: bootstrap: WARNING: %s held cluster %q with ID %s, not this node's %s: replacing it (was it planted? consumers that pin --cluster-id %s refuse such a file)\n",
+		shared, theirs.File.Name, theirs.ID, mine.ID, mine.ID)
+}
+
+// readPeerFile decodes SHARED/name into v strictly; ok is false if the
+// file does not exist yet.
 func readPeerFile(shared, name string, v any) (ok bool, err error) {
-	path := filepath.Join(shared, bootstrapPeersDir, name)
+	path := filepath.Join(shared, name)
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -657,19 +671,23 @@ const bootstrapUsage = `Usage:
     palisade bootstrap node --shared DIR --index I --addr MULTIADDR --dir DIR
                             --identity FILE [--nodes N] [--name NAME]
                             [--join-timeout D] [--phase-timeout D] [--admin ADDR]
-    palisade bootstrap client --shared DIR [--identity FILE] [--join-timeout D] [--admin ADDR]
+                            [--cluster-id ID]
+    palisade bootstrap client --shared DIR [--identity FILE] [--join-timeout D]
+                              [--admin ADDR] [--cluster-id ID]
     palisade bootstrap resource --shared DIR --data DIR [--listen ADDR]
-                                [--join-timeout D] [--admin ADDR]
+                                [--join-timeout D] [--admin ADDR] [--cluster-id ID]
 
 Brings up one service of a testnet whose keys the nodes make by distributed
 key generation among themselves (no dealer), when the only program at hand
 is this binary (docker-compose.yml runs it in FROM-scratch images). The
 services find each other through the shared directory DIR:
 
-    DIR/peers/nodeI.json   node I's peer ID and address
-    DIR/peers/client.json  the client's peer ID
+    DIR/peers/nodeI.json   node I's peer ID and address (written by node I)
+    DIR/client/client.json the client's peer ID (written by the client, the
+                           only place it writes)
     DIR/members.json       the member list the nodes ran the DKG with
-    DIR/cluster.json       the cluster file, once the DKG is done
+    DIR/cluster.json       the cluster file, once the DKG is done (written
+                           by the nodes only)
     DIR/client.key         the client identity (unless --identity says
                            otherwise; the host may make it first with
                            "palisade identity")
@@ -679,7 +697,8 @@ mode 0600, outside --dir) unless it exists, publishes its peer ID and
 --addr, waits for all N nodes' and the client's, writes the member list
 (members in index order, the client allowed every resource) and runs this
 member's side of "palisade dkg" into --dir, resuming an interrupted
-ceremony. Then, and on every later start, it publishes cluster.json and
+ceremony. Then, and on every later start, it publishes cluster.json
+(replacing, and warning about, one of another cluster found there) and
 runs the node from --dir, with the votes it kept.
 
 client: makes the client identity unless it exists, publishes its peer ID,
@@ -688,13 +707,24 @@ client commands can run in its container) until SIGINT or SIGTERM.
 
 resource: waits for cluster.json, then runs "palisade resource" with it.
 
+Nothing in DIR is trusted beyond what --cluster-id ID (PALISADE_CLUSTER_ID,
+the id= the ceremony printed, which resharing and client changes keep)
+pins: client and resource take only a cluster.json with that ID, and
+report any other as REFUSED while they wait; a node refuses a --dir with
+keys of another cluster, and refuses to run a new ceremony when its --dir
+has no keys (a node that lost them rejoins by a reshare). Without
+--cluster-id the first valid cluster.json is taken: docker-compose.yml
+therefore mounts DIR read-only in the client and resource containers, so
+that only nodes can write it.
+
 Each wait lasts at most --join-timeout and names what is still missing.
 Files written to DIR get DIR's owner. --admin ADDR serves health endpoints
 for "palisade probe": a node's are those of "palisade node --admin"
 (GET /readyz: 200 once its store is open and at least t members answer);
-client and resource serve GET /healthz (200 while running) and GET /readyz
-(200 once the cluster file admits the client, or once the resource serves
-its API; 503 with the reason before).
+the resource's those of "palisade resource --admin" (GET /healthz: 200
+while its barrier store answers; GET /metrics), once the cluster file is
+there; the client serves GET /healthz (200 while running) and GET /readyz
+(200 once the cluster file admits the client; 503 with the reason before).
 
 Flags (environment variable in brackets):
     --shared DIR         the shared directory [PALISADE_SHARED]
@@ -711,6 +741,8 @@ Flags (environment variable in brackets):
     --data DIR           the resource's data directory [PALISADE_DATA]
     --listen ADDR        the resource's HTTP address (127.0.0.1:7070) [PALISADE_LISTEN]
     --admin ADDR         health endpoints' HTTP address (none) [PALISADE_ADMIN]
+    --cluster-id ID      the cluster ID cluster.json must have, 64 hex
+                         digits (none: no pin) [PALISADE_CLUSTER_ID]
 
 Example (one host, loopback; docker-compose.yml does the same with one
 container per service):

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +24,7 @@ import (
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/testnet"
+	"github.com/palisade-dev/palisade/verifier/verifiertest"
 )
 
 // syncBuffer is a bytes.Buffer a running command writes while a test
@@ -215,7 +215,7 @@ func TestBootstrap(t *testing.T) {
 		"--listen", strings.TrimPrefix(resURL, "http://"), "--admin", resAdmin)
 	waitUntil(t, 30*time.Second, "resource ready", func() bool {
 		require.False(t, res.exited(), res.stderr.String())
-		code, _ := httpGet(t, "http://"+resAdmin+"/readyz")
+		code, _ := httpGet(t, "http://"+resAdmin+"/healthz")
 		return code == 200
 	})
 	code, body = httpGet(t, "http://"+resAdmin+"/healthz")
@@ -314,31 +314,141 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// TestProbeResource: the resource role is ready only when the resource's
-// API answers OPTIONS with 405 allowing PUT.
-func TestProbeResource(t *testing.T) {
-	ctx := context.Background()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.Equal(t, http.MethodOptions, r.Method)
-		if r.URL.Path == "/kv/"+resourceProbeKey {
-			w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
+// TestBootstrapPlantedClusterRefused is the attack of issue 19: whoever
+// can write the shared directory plants a cluster.json of a cluster they
+// dealt themselves, and mints a token at epoch 2^62 with its key; a
+// resource that took that file would admit the token and raise its
+// barrier past every honest writer's epoch for good. With the cluster ID
+// pinned (PALISADE_CLUSTER_ID), bootstrap refuses the planted file: the
+// resource does not serve until the real file is there, then refuses the
+// attacker's token (401) and admits the cluster's own; a planted file
+// found at a restart is refused again, naming both IDs. The client role
+// refuses it the same way, and a node refuses keys of another cluster,
+// or to run a new ceremony, when pinned.
+func TestBootstrapPlantedClusterRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := t.TempDir()
+	shared := filepath.Join(base, "shared")
+	require.NoError(t, os.MkdirAll(shared, 0o755))
+	genuine := verifiertest.NewDealer("palisade-testnet", 1)
+	attacker := verifiertest.NewDealer("palisade-testnet", 2) // same name, its own key
+	require.NotEqual(t, genuine.Cluster.ID, attacker.Cluster.ID)
+	pin := genuine.Cluster.ID.String()
+	plant := func(d *verifiertest.Dealer) {
+		t.Helper()
+		b, err := json.MarshalIndent(d.Cluster.File, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, writeShared(shared, node.ClusterFileName, append(b, '\n'), 0o644))
+	}
+	const attackEpoch = uint64(1) << 62
+	forged := attacker.Token(t, "orders-db", attackEpoch, "12D3KooWAttacker")
+	ports := freePorts(t, 2)
+	resURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	resAdmin := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	resArgs := func(joinTimeout string) []string {
+		return []string{"bootstrap", "resource", "--shared", shared, "--data", filepath.Join(base, "resource"),
+			"--listen", strings.TrimPrefix(resURL, "http://"), "--admin", resAdmin, "--join-timeout", joinTimeout}
+	}
+	put := func(tok protocol.Token) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, resURL+"/kv/orders-db", strings.NewReader("written"))
+		require.NoError(t, err)
+		req.Header.Set("Palisade-Token", tok.String())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
 		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
-	require.NoError(t, probeResource(ctx, srv.URL+"/kv/"+resourceProbeKey))
-	require.ErrorContains(t, probeResource(ctx, srv.URL+"/elsewhere"), "got 200 OK")
-	srv.Close()
-	require.ErrorContains(t, probeResource(ctx, srv.URL+"/kv/"+resourceProbeKey), "connection refused")
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	refusal := shared + "/cluster.json holds cluster \"palisade-testnet\" with ID " + attacker.Cluster.ID.String() + ", pinned " + pin
 
-	u, err := resourceProbeURL("0.0.0.0:7070")
+	// The planted file: a pinned resource never takes it.
+	plant(attacker)
+	t.Setenv(EnvVar(clusterIDFlag), pin)
+	var out, errb bytes.Buffer
+	require.Equal(t, ExitError, Run(ctx, resArgs("1s"), &out, &errb))
+	require.Contains(t, errb.String(), "still waiting for the cluster file: "+shared+"/cluster.json (the one there is REFUSED: "+refusal)
+	require.NotContains(t, out.String(), "listening")
+	code, _ := put(forged)
+	require.Equal(t, 0, code, "nothing serves")
+
+	res := startRun(ctx, t, "resource", resArgs("1m")...)
+	time.Sleep(2 * bootstrapPoll) // it has looked at the planted file
+	require.False(t, res.exited(), res.stderr.String())
+	code, _ = httpGet(t, "http://"+resAdmin+"/healthz")
+	require.Equal(t, 0, code, "the resource must not serve on the planted file")
+
+	// The nodes publish the real file: the resource takes it, refuses
+	// the forged token and admits the cluster's own.
+	plant(genuine)
+	waitUntil(t, 30*time.Second, "resource ready", func() bool {
+		require.False(t, res.exited(), res.stderr.String())
+		code, _ := httpGet(t, "http://"+resAdmin+"/healthz")
+		return code == 200
+	})
+	code, body := put(forged)
+	require.Equal(t, http.StatusUnauthorized, code, body)
+	code, body = put(genuine.Token(t, "orders-db", 1, "12D3KooWHonest"))
+	require.Equal(t, http.StatusNoContent, code, body)
+
+	// Planted again while it runs: nothing changes; at a restart it is
+	// refused again.
+	plant(attacker)
+	code, body = put(forged)
+	require.Equal(t, http.StatusUnauthorized, code, body)
+	code, body = put(genuine.Token(t, "orders-db", 2, "12D3KooWHonest"))
+	require.Equal(t, http.StatusNoContent, code, body)
+	require.Equal(t, 0, res.stop(t), res.stderr.String())
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitError, Run(ctx, resArgs("500ms"), &out, &errb))
+	require.Contains(t, errb.String(), "REFUSED: "+refusal)
+
+	// "palisade resource" run by hand with the pin refuses it outright.
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitError, Run(ctx, []string{"resource", "--cluster", filepath.Join(shared, node.ClusterFileName), "--data", filepath.Join(base, "resource"),
+		"--listen", strings.TrimPrefix(resURL, "http://")}, &out, &errb))
+	require.Contains(t, errb.String(), "palisade: error: resource: cluster file does not have the pinned cluster ID: "+refusal)
+
+	// The client role: the same refusal.
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitError, Run(ctx, []string{"bootstrap", "client", "--shared", shared, "--join-timeout", "500ms"}, &out, &errb))
+	require.Contains(t, errb.String(), "REFUSED: "+refusal)
+	require.NotContains(t, out.String(), "ready")
+	// It wrote only into its own directory.
+	_, err := os.Stat(filepath.Join(shared, "client", "client.json"))
 	require.NoError(t, err)
-	require.Equal(t, "http://127.0.0.1:7070/kv/"+resourceProbeKey, u)
-	u, err = resourceProbeURL("10.77.0.20:7070")
+	_, err = os.Stat(filepath.Join(shared, "peers", "client.json"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	// A pinned node: keys of another cluster are refused, and so is a
+	// new ceremony.
+	keys, err := testnet.Keygen(t.TempDir(), testnet.KeygenOptions{N: 4})
 	require.NoError(t, err)
-	require.Equal(t, "http://10.77.0.20:7070/kv/"+resourceProbeKey, u)
-	_, err = resourceProbeURL("7070")
-	require.Error(t, err)
+	nodeArgs := func(dir string) []string {
+		return []string{"bootstrap", "node", "--shared", shared, "--index", "1", "--addr", "/ip4/127.0.0.1/tcp/1",
+			"--dir", dir, "--identity", filepath.Join(base, "id1.key"), "--join-timeout", "500ms"}
+	}
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitError, Run(ctx, nodeArgs(keys.NodeDirs[0]), &out, &errb))
+	require.Contains(t, errb.String(), "cluster file does not have the pinned cluster ID: "+keys.NodeDirs[0]+" holds the keys of cluster \"palisade-testnet\" with ID "+keys.Cluster.ID.String()+", pinned "+pin)
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitError, Run(ctx, nodeArgs(filepath.Join(base, "empty", "node")), &out, &errb))
+	require.Contains(t, errb.String(), "holds no keys, and a new DKG would make a new cluster, not the pinned "+pin)
+	_, err = os.Stat(filepath.Join(base, "id1.key"))
+	require.ErrorIs(t, err, os.ErrNotExist, "no identity made")
+
+	// A malformed pin is a usage error.
+	t.Setenv(EnvVar(clusterIDFlag), "not-hex")
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, ExitUsage, Run(ctx, resArgs("500ms"), &out, &errb))
+	require.Contains(t, errb.String(), "want the cluster's ID, 64 hex digits")
 }

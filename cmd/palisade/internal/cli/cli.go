@@ -62,6 +62,10 @@ type Config struct {
 	// Cluster is the cluster file for acquire and verify (--cluster). No
 	// default.
 	Cluster string
+	// ClusterID pins the cluster ID (hex) the cluster file must have, on
+	// every command that reads one and on bootstrap (--cluster-id; see
+	// pin.go). No default: no pin.
+	ClusterID string
 	// Identity is the client key file for acquire (--identity). No
 	// default.
 	Identity string
@@ -121,6 +125,8 @@ type Config struct {
 	JSON bool
 	// Ops are the settings of the operator commands (ops.go).
 	Ops OpsConfig
+	// Leases holds the settings of locks and revoke only (locks.go).
+	Leases LeasesConfig
 }
 
 // DefaultConfig returns the defaults: Nodes 4, Name "palisade-testnet",
@@ -227,7 +233,9 @@ var commands = map[string]command{
 	"agent":   {agentUsage, runAgent, agentFlags},
 	"probe":   {probeUsage, runProbe, timeoutFlag},
 	"status":  {statusUsage, runStatus, statusFlags},
-	"audit":   {auditUsage, runAudit, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"audit":   {auditUsage, runAudit, auditFlags},
+	"locks":   {locksUsage, runLocks, locksFlags},
+	"revoke":  {revokeUsage, runRevoke, revokeFlags},
 	"clients": {clientsUsage, runClients, clientsFlags},
 
 	// What docker-compose.yml runs (bootstrap.go, put.go).

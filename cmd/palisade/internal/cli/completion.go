@@ -67,6 +67,9 @@ type completionCommand struct {
 	// command: the arguments after the command's own are another
 	// program's command line (lock).
 	command bool
+	// subcommands are the words the command takes first (clients list,
+	// bootstrap node), read from its synopsis.
+	subcommands []string
 }
 
 // completionFlag is one flag of a command.
@@ -113,7 +116,7 @@ func completionCommands() []completionCommand {
 		cfg := DefaultConfig()
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		cmd.flags(fs, &cfg)
-		cc := completionCommand{name: name, synopsis: synopsis(cmd.usage, name), command: ownArgs[name] > 0}
+		cc := completionCommand{name: name, synopsis: synopsis(cmd.usage, name), command: ownArgs[name] > 0, subcommands: subcommandsOf(cmd.usage, name)}
 		fs.VisitAll(func(f *flag.Flag) {
 			cf := completionFlag{name: f.Name}
 			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
@@ -147,6 +150,34 @@ func synopsis(usage, name string) string {
 	return strings.TrimSpace(strings.TrimPrefix(line, "palisade "+name))
 }
 
+// subcommandsOf reads the subcommands of command name from its usage
+// text's synopsis: the word after "palisade NAME" on each of its lines,
+// when it is a lower-case word and not a flag, with alternatives split on
+// "|" ("palisade bootstrap node|client|resource", "palisade clients
+// list ..."). Upper-case placeholders (RESOURCE) and "[...]" are not
+// subcommands.
+func subcommandsOf(usage, name string) []string {
+	_, rest, _ := strings.Cut(usage, "Usage:\n")
+	block, _, _ := strings.Cut(rest, "\n\n")
+	var out []string
+	for _, l := range strings.Split(block, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[0] != "palisade" || f[1] != name {
+			continue
+		}
+		for _, w := range strings.Split(strings.Trim(f[2], "()"), "|") {
+			if subcommandWord.MatchString(w) && !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+// subcommandWord matches a subcommand: lower-case letters and dashes, not
+// starting with a dash.
+var subcommandWord = regexp.MustCompile(`^[a-z][a-z-]*$`)
+
 // asFor matches a usage text's reference to another command's flags:
 // "as for keygen".
 var asFor = regexp.MustCompile(`as for ([a-z]+)`)
@@ -157,7 +188,7 @@ var envSuffix = regexp.MustCompile(`\s*\[PALISADE_[A-Z_]+\]\s*$`)
 // flagLine matches a flag's line in a usage text: "    --name META   what
 // it does"; the description may go on, further indented, on the lines
 // after it.
-var flagLine = regexp.MustCompile(`^(\s+)--([a-z][a-z-]*)(?:\s([A-Z][A-Z,]*))?\s{2,}(\S.*)$`)
+var flagLine = regexp.MustCompile(`^(\s+)--([a-z][a-z-]*)(?:\s([A-Z][A-Z,.]*))?\s{2,}(\S.*)$`)
 
 // flagDoc finds a flag's entry in a usage text and returns its META and
 // its description without the environment variable. A flag the text does
@@ -198,7 +229,7 @@ _palisade() {
         COMPREPLY=( $(compgen -W "$commands" -- "$cur") )
         return
     fi
-    local flags="" files="" dirs="" values="" command=""
+    local flags="" files="" dirs="" values="" command="" subs=""
     case ${COMP_WORDS[1]} in
 `, strings.Join(names, " "))
 	for _, c := range cmds {
@@ -226,6 +257,9 @@ _palisade() {
 		command := ""
 		if c.command {
 			command = " command=1"
+		}
+		if len(c.subcommands) > 0 {
+			command += fmt.Sprintf(" subs=%q", strings.Join(c.subcommands, " "))
 		}
 		fmt.Fprintf(w, "    %s) flags=%q files=%q dirs=%q values=%q%s ;;\n", c.name,
 			strings.Join(flags, " "), strings.Join(files, " "), strings.Join(dirs, " "), strings.Join(values, " "), command)
@@ -258,6 +292,17 @@ _palisade() {
         return ;;
     esac
     case " $values " in *" $prev "*) return ;; esac
+    if [[ -n $subs && $cur != -* ]]; then
+        # The first word that is not a flag picks the subcommand.
+        local w have=""
+        for w in "${COMP_WORDS[@]:2:COMP_CWORD-2}"; do
+            case " $subs " in *" $w "*) have=1 ;; esac
+        done
+        if [[ -z $have ]]; then
+            COMPREPLY=( $(compgen -W "$subs" -- "$cur") )
+            return
+        fi
+    fi
     if [[ $cur == -* ]]; then
         COMPREPLY=( $(compgen -W "$flags" -- "$cur") )
         return
@@ -319,9 +364,12 @@ _palisade() {
 			}
 			fmt.Fprintf(w, "        %s \\\n", zshQuote(spec))
 		}
-		if c.command {
+		switch {
+		case c.command:
 			fmt.Fprint(w, "        '1:resource: ' \\\n        '*::command:_normal'\n      ;;\n")
-		} else {
+		case len(c.subcommands) > 0:
+			fmt.Fprintf(w, "        %s \\\n        '*:argument:_files'\n      ;;\n", zshQuote("1:subcommand:("+strings.Join(c.subcommands, " ")+")"))
+		default:
 			fmt.Fprint(w, "        '*:argument:_files'\n      ;;\n")
 		}
 	}

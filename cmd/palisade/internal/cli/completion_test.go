@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,43 @@ func TestCompletionCoversCommands(t *testing.T) {
 			require.Contains(t, string(bash), "--"+f.Name, "%s --%s", name, f.Name)
 			require.Contains(t, string(zsh), "'--"+f.Name+"[", "%s --%s", name, f.Name)
 		})
+	}
+}
+
+// TestCompletionCoversSubcommands walks the command table: every
+// subcommand a command's synopsis shows ("palisade clients list",
+// "palisade bootstrap node|client|resource") is offered by both scripts
+// in the place of the command's first argument.
+func TestCompletionCoversSubcommands(t *testing.T) {
+	bash, err := os.ReadFile(completionScript(t, "bash"))
+	require.NoError(t, err)
+	zsh, err := os.ReadFile(completionScript(t, "zsh"))
+	require.NoError(t, err)
+	found := map[string][]string{}
+	for name, cmd := range commands {
+		first := regexp.MustCompile(`(?m)^\s*palisade ` + regexp.QuoteMeta(name) + ` ([a-z][a-z|-]*)(?:\s|$)`)
+		for _, m := range first.FindAllStringSubmatch(synopsisBlock(cmd.usage), -1) {
+			for _, sub := range strings.Split(m[1], "|") {
+				if !slices.Contains(found[name], sub) {
+					found[name] = append(found[name], sub)
+				}
+			}
+		}
+	}
+	// Those at least; a new command with subcommands joins them.
+	require.Subset(t, found["clients"], []string{"list", "add", "set-patterns", "remove"})
+	require.Subset(t, found["bootstrap"], []string{"node", "client", "resource"})
+	require.Subset(t, found["completion"], []string{"bash", "zsh"})
+	for name, subs := range found {
+		if name == "completion" {
+			require.Regexp(t, `(?m)^    completion\) COMPREPLY=\( \$\(compgen -W "bash zsh"`, string(bash))
+			require.Contains(t, string(zsh), "    completion) _values shell bash zsh ;;")
+			continue
+		}
+		line := regexp.MustCompile(`(?m)^    ` + regexp.QuoteMeta(name) + `\) .* subs="([^"]*)"`).FindStringSubmatch(string(bash))
+		require.NotNil(t, line, "bash offers no subcommands for %s", name)
+		require.ElementsMatch(t, subs, strings.Fields(line[1]), name)
+		require.Contains(t, string(zsh), "'1:subcommand:("+strings.Join(subs, " ")+")'", name)
 	}
 }
 
@@ -82,15 +121,25 @@ func TestBashCompletion(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		return strings.Fields(string(out))
 	}
-	require.Equal(t, []string{"lock"}, complete("palisade", "lo"))
-	require.Equal(t, []string{"release", "reshare", "resource"}, complete("palisade", "re"))
+	require.Equal(t, []string{"version"}, complete("palisade", "vers"))
+	require.Subset(t, complete("palisade", "re"), []string{"release", "reshare", "resource"})
 	require.Equal(t, []string{"--grace"}, complete("palisade", "lock", "--gr"))
-	require.Equal(t, []string{"--cluster", "--identity", "--ttl", "--wait"}, complete("palisade", "acquire", "--"))
+	var acquireFlags []string
+	for _, f := range commandFlags("acquire") {
+		acquireFlags = append(acquireFlags, "--"+f)
+	}
+	require.Subset(t, acquireFlags, []string{"--cluster", "--identity", "--ttl", "--wait"})
+	require.Equal(t, acquireFlags, complete("palisade", "acquire", "--"))
 	require.Equal(t, []string{"cluster.json"}, complete("palisade", "acquire", "--cluster", "clu"))
 	require.Equal(t, []string{"node1"}, complete("palisade", "node", "--dir", "n"))
 	require.Empty(t, complete("palisade", "acquire", "--ttl", ""), "a duration has nothing to complete")
 	require.Equal(t, []string{"zsh"}, complete("palisade", "completion", "z"))
 	require.Equal(t, []string{"version"}, complete("palisade", "help", "vers"))
+	// Subcommands, before or after the flags; then files again.
+	require.Equal(t, []string{"set-patterns"}, complete("palisade", "clients", "se"))
+	require.Equal(t, []string{"list", "add", "set-patterns", "remove"}, complete("palisade", "clients", "--cluster", "cluster.json", ""))
+	require.Equal(t, []string{"cluster.json"}, complete("palisade", "clients", "list", "clu"))
+	require.Equal(t, []string{"node", "client", "resource"}, complete("palisade", "bootstrap", ""))
 	// After lock's "--", the words are a command line.
 	require.Contains(t, complete("palisade", "lock", "orders-db", "--", "bas"), "bash")
 	require.Equal(t, []string{"cluster.json"}, complete("palisade", "lock", "orders-db", "--", "cat", "clu"))

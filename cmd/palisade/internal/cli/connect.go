@@ -56,7 +56,7 @@ func checkSession(cmd string, cfg Config, resource string) (*session, error) {
 	if err := requireFlag(cmd, "identity", cfg.Identity); err != nil {
 		return nil, err
 	}
-	cluster, err := loadCluster(cmd, cfg.Cluster)
+	cluster, err := loadPinnedCluster(cmd, cfg.Cluster, cfg.ClusterID)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/palisade-dev/palisade/internal/dkg"
 	"github.com/palisade-dev/palisade/internal/transport"
@@ -31,6 +32,9 @@ func ceremonyFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", c.PhaseTimeout, "")
 	fs.StringVar(&c.CeremonyListen, "ceremony-listen", c.CeremonyListen, "")
 	fs.BoolVar(&c.Restart, "restart", c.Restart, "")
+	// --listen: the node's libp2p listen addresses (node.json), when
+	// they differ from the addresses it announces in the member list.
+	fs.StringVar(&c.Listen, "listen", c.Listen, "")
 }
 
 func reshareFlags(fs *flag.FlagSet, c *Config) {
@@ -154,9 +158,64 @@ func ceremonyConfig(cmd string, e *env, cfg Config) (dkg.Config, error) {
 	}
 	dc := dkg.Config{Members: list, Identity: id, OutDir: cfg.Dir, Progress: e.stderr, PhaseTimeout: cfg.PhaseTimeout, Restart: cfg.Restart}
 	if cfg.CeremonyListen != "" {
-		dc.Listen = strings.Split(cfg.CeremonyListen, ",")
+		if dc.Listen, err = listenAddrs(cmd, "ceremony-listen", cfg.CeremonyListen); err != nil {
+			return dkg.Config{}, err
+		}
+	}
+	pid, err := peer.IDFromPrivateKey(id)
+	if err != nil {
+		return dkg.Config{}, fmt.Errorf("%s: identity: %w", cmd, err)
+	}
+	_, ceremonyAddrs := list.CeremonyAddrs[pid.String()]
+	if e.set["listen"] {
+		// The node listens there (node.json), and so does the ceremony
+		// unless it has addresses of its own (--ceremony-listen, or
+		// ceremony_addrs for an old member whose node keeps running).
+		if dc.NodeListen, err = listenAddrs(cmd, "listen", cfg.Listen); err != nil {
+			return dkg.Config{}, err
+		}
+		if dc.Listen == nil && !ceremonyAddrs {
+			dc.Listen = dc.NodeListen
+		}
+	} else if i := list.Index(pid.String()); i > 0 {
+		// Without --listen the node listens on the addresses it
+		// announces, which a DNS name cannot be.
+		for _, a := range list.Members[i-1].Addrs {
+			if isDNSAddr(a) {
+				return dkg.Config{}, usageErrorf(cmd, "%s: this member announces %s in %s, a DNS name, which others dial but this host cannot listen on: give --listen (or %s) with the address to bind, e.g. /ip4/0.0.0.0/tcp/PORT",
+					cmd, a, cfg.Members, EnvVar("listen"))
+			}
+		}
 	}
 	return dc, nil
+}
+
+// listenAddrs parses a comma-separated list of listen multiaddrs given
+// as --name.
+func listenAddrs(cmd, name, value string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(value, ",") {
+		a = strings.TrimSpace(a)
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return nil, usageErrorf(cmd, "%s: --%s %q: %v (want a multiaddr such as /ip4/0.0.0.0/tcp/4001)", cmd, name, a, err)
+		}
+		if isDNSAddr(a) {
+			return nil, usageErrorf(cmd, "%s: --%s %q: a DNS name can be announced, not listened on: give an IP address, e.g. /ip4/0.0.0.0/tcp/4001", cmd, name, a)
+		}
+		out = append(out, m.String())
+	}
+	return out, nil
+}
+
+// isDNSAddr reports whether a multiaddr names its host by DNS.
+func isDNSAddr(a string) bool {
+	for _, p := range []string{"/dns/", "/dns4/", "/dns6/", "/dnsaddr/"} {
+		if strings.HasPrefix(a, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func runCeremony(ctx context.Context, e *env, cmd string, dc dkg.Config, oldDir string) error {

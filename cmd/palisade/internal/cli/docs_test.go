@@ -16,7 +16,7 @@ import (
 // variable they set must name a flag of that command, so the examples do
 // not go stale when a flag is renamed.
 func TestSystemdUnitsUseRealFlags(t *testing.T) {
-	units, err := filepath.Glob(filepath.Join("..", "..", "docs", "systemd", "*.service"))
+	units, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "docs", "systemd", "*.service"))
 	require.NoError(t, err)
 	require.NotEmpty(t, units)
 	for _, unit := range units {

@@ -25,7 +25,9 @@ const (
 	// or a lock's lease was lost because its renewals did not get through.
 	ExitNoQuorum = 4
 	// ExitRefused: the request is not allowed: the identity is not a
-	// client of the cluster, the resource is outside its patterns, more
+	// client of the cluster (by --cluster, or because more than f nodes
+	// dropped its connections, whatever --cluster says:
+	// client.NotAdmitted), the resource is outside its patterns, more
 	// than f nodes refused it (unauthorised, wrong cluster, not the
 	// holder), or the token names another holder (client.ErrRefused,
 	// client.ErrNotHolder).
@@ -39,8 +41,9 @@ const exitCodes = `Exit status:
     2  usage: unknown command or flag, bad flag value, missing argument
     3  busy: another holder has the resource
     4  not enough nodes answered (fewer than 2f+1), or lock's lease was lost
-    5  refused or unauthorised: identity not a client, resource outside its
-       patterns, nodes refused, token of another holder
+    5  refused or unauthorised: identity not a client (of the nodes, whatever
+       --cluster says), resource outside its patterns, nodes refused, token
+       of another holder
 palisade lock exits with COMMAND's status when it ran to its end.
 `
 
@@ -81,7 +84,9 @@ func ExitCode(err error) int {
 		return ee.code
 	case errors.As(err, &ue):
 		return ExitUsage
-	case errors.Is(err, client.ErrRefused), errors.Is(err, client.ErrNotHolder):
+	case errors.Is(err, client.ErrRefused), errors.Is(err, client.ErrNotHolder), client.NotAdmitted(err):
+		// NotAdmitted before ErrNotEnoughNodes, which it also is: nodes
+		// that turn the identity away are not an outage to retry.
 		return ExitRefused
 	case errors.Is(err, client.ErrBusy), contended(err):
 		return ExitBusy

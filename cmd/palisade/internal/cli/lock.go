@@ -17,7 +17,7 @@ import (
 )
 
 const lockUsage = `Usage:
-    palisade lock --cluster FILE --identity FILE [--ttl D] [--wait D] [--grace D]
+    palisade lock --cluster FILE [--cluster-id ID] --identity FILE [--ttl D] [--wait D] [--grace D]
                   RESOURCE -- COMMAND [ARGS]
 
 Holds a lease on RESOURCE while COMMAND runs, like "etcdctl lock" and
@@ -46,6 +46,7 @@ COMMAND.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --identity FILE   the client's key file, mode 0600 [PALISADE_IDENTITY]
     --ttl D           lease length, at most 1h (10s) [PALISADE_TTL]
     --wait D          wait up to D for a busy resource or for nodes to come

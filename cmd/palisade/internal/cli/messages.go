@@ -84,6 +84,8 @@ func explainRequest(t target, err error) error {
 		return explainf(err, "%s: %s", t.op, busy(t, be))
 	case errors.Is(err, client.ErrHeldLocally):
 		return explainf(err, "%s: this process already holds or is acquiring it", t.op)
+	case client.NotAdmitted(err):
+		return explainf(err, "%s: %s", t.op, notAdmitted(t, err))
 	case errors.As(err, &qe):
 		return explainf(err, "%s: %s%s", t.op, gaveUp, notEnoughNodes(t, qe))
 	case errors.Is(err, context.DeadlineExceeded):
@@ -135,12 +137,32 @@ func refusal(t target, re *client.RefusedError) string {
 	case protocol.CodeOtherEra:
 		return fmt.Sprintf("%s (node of an earlier era): the cluster was reshared; stop these old nodes and use the new cluster.json", head)
 	case protocol.CodeNotHolder, protocol.CodeNoLease:
-		return fmt.Sprintf("%s (%s): the lease already ended (it ran out, was released, or a newer holder took the resource); nothing to release", head, code)
+		return fmt.Sprintf("%s (%s): the lease already ended (it ran out, or a newer holder took the resource); nothing to release", head, code)
 	}
 	if detail != "" {
 		return fmt.Sprintf("%s (%s: %s): check that the nodes and this client run the same palisade version", head, code, shorten(firstLine(detail), 100))
 	}
 	return fmt.Sprintf("%s (%s): check that the nodes and this client run the same palisade version", head, code)
+}
+
+// notAdmitted says which nodes turned the identity away
+// (client.NotAdmitted) and what to do: the nodes' cluster.json, not
+// --cluster, decides who is a client.
+func notAdmitted(t target, err error) string {
+	var qe *client.QuorumError
+	errors.As(err, &qe)
+	var dropped []*client.NodeError
+	for _, n := range qe.Nodes {
+		if client.Dropped(n.Err) {
+			dropped = append(dropped, n)
+		}
+	}
+	listed := "though --cluster " + t.clusterPath + " lists it"
+	if _, ok := t.cluster.Client(t.self); !ok {
+		listed = "nor does --cluster " + t.clusterPath
+	}
+	return fmt.Sprintf("refused: %s dropped the connection: their cluster.json does not admit identity %s as a client (%s): have every node's operator add it (\"palisade clients add\") and send the node SIGHUP",
+		nodeNames(dropped), t.self, listed)
 }
 
 // notEnoughNodes says how many nodes were needed, each failed node's
@@ -251,7 +273,7 @@ func nodeReason(err error) string {
 		return reasonCancelled
 	case strings.Contains(msg, "dial backoff"):
 		return reasonBackoff
-	case strings.Contains(msg, "connection failed"):
+	case client.Dropped(err):
 		// libp2p's NewStream after a Connect the remote's connection
 		// gater closed: the node does not admit our peer ID.
 		return reasonDropped

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,20 @@ import (
 	"github.com/palisade-dev/palisade/testnet"
 )
 
+func init() {
+	// node also takes --listen: the libp2p addresses to bind, instead of
+	// node.json's "listen" (the announced ones are in cluster.json).
+	cmd := commands["node"]
+	flags := cmd.flags
+	cmd.flags = func(fs *flag.FlagSet, c *Config) {
+		flags(fs, c)
+		if fs.Lookup("listen") == nil {
+			fs.StringVar(&c.Listen, "listen", c.Listen, "")
+		}
+	}
+	commands["node"] = cmd
+}
+
 func runNode(ctx context.Context, e *env, cfg Config, args []string) error {
 	if len(args) != 0 {
 		return usageErrorf("node", "node: unexpected argument %q", args[0])
@@ -22,7 +37,14 @@ func runNode(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err := requireFlag("node", "dir", cfg.Dir); err != nil {
 		return err
 	}
-	r, err := startNode(ctx, cfg.Dir)
+	var listen []string
+	if e.set["listen"] {
+		var err error
+		if listen, err = listenAddrs("node", "listen", cfg.Listen); err != nil {
+			return err
+		}
+	}
+	r, err := startNodeListen(ctx, cfg.Dir, listen)
 	if err != nil {
 		return err
 	}
@@ -51,9 +73,24 @@ const startRetryFor = 3 * time.Second
 // startNode loads a node directory and starts the node on the real clock,
 // then logs where it listens.
 func startNode(ctx context.Context, dir string) (*node.Running, error) {
+	return startNodeListen(ctx, dir, nil)
+}
+
+// startNodeListen is startNode listening on listen instead of node.json's
+// addresses, unless listen is empty.
+func startNodeListen(ctx context.Context, dir string, listen []string) (*node.Running, error) {
 	d, err := node.LoadDir(dir)
 	if err != nil {
 		return nil, explainNodeLoad(dir, err)
+	}
+	if len(listen) > 0 {
+		d.Listen = listen
+	}
+	for _, a := range d.Listen {
+		if isDNSAddr(a) {
+			return nil, fmt.Errorf("node: %s listens on %s, a DNS name, which can be announced (cluster.json) but not bound: give --listen (or PALISADE_LISTEN) an IP address such as /ip4/0.0.0.0/tcp/4001, or put it in %s's \"listen\"",
+				dir, a, node.NodeFileName)
+		}
 	}
 	deadline := time.Now().Add(startRetryFor)
 	var r *node.Running

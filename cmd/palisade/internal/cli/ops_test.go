@@ -159,9 +159,9 @@ func TestAdminAddr(t *testing.T) {
 func TestOpsHelp(t *testing.T) {
 	_, out, _ := runCmd(t, "help")
 	for _, syn := range []string{
-		"palisade node    --dir DIR/nodeI [--admin ADDR]",
+		"palisade node    --dir DIR/nodeI [--listen ADDRS] [--admin ADDR]",
 		"palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR]",
-		"palisade status  --cluster FILE --identity FILE [--timeout D] [RESOURCE]",
+		"palisade status  --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [RESOURCE]",
 		"palisade audit   --dir DIR/nodeI",
 		"palisade clients (list | add NAME PEERID | set-patterns NAME | remove NAME)",
 		"palisade probe   [--timeout D] URL",

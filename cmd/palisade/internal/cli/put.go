@@ -167,7 +167,7 @@ func keyURL(base, name string) (string, error) {
 }
 
 const putUsage = `Usage:
-    palisade put --cluster FILE --identity FILE --url URL [--ttl D] [--wait D]
+    palisade put --cluster FILE [--cluster-id ID] --identity FILE --url URL [--ttl D] [--wait D]
                  [--every D] [--for D] RESOURCE VALUE
 
 Acquires RESOURCE and writes VALUE to the fenced resource at URL ("palisade
@@ -184,6 +184,7 @@ freezes it with "docker pause" to show exactly that.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --identity FILE   the client's key file, mode 0600 [PALISADE_IDENTITY]
     --url URL         the resource's base URL, http://HOST:PORT [PALISADE_URL]
     --ttl D           lease length, at most 1h (10s) [PALISADE_TTL]

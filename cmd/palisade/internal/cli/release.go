@@ -13,21 +13,27 @@ import (
 )
 
 const releaseUsage = `Usage:
-    palisade release --cluster FILE --identity FILE TOKEN
+    palisade release --cluster FILE [--cluster-id ID] --identity FILE TOKEN
 
 Ends the lease TOKEN names at once, so another client can acquire the
 resource without waiting for the TTL to run out. Only the token's holder
 identity may release it: --identity must be the key that acquired TOKEN
-(any process of that identity may). TOKEN is the text acquire printed;
-"-" reads it from stdin. Nothing is printed on success.
+(any process of that identity may), and a client in --cluster; release
+checks both before it sends anything (exit status 5). TOKEN is the text
+acquire printed; "-" reads it from stdin. Nothing is printed on success,
+which comes once t = 2f+1 nodes have confirmed the release.
 
 The token stays valid at resources until a newer one is used there:
-releasing decides who may acquire next, fencing is the token's job. A
-lease that already ended (ran out, was released, or a newer holder took
-the resource) cannot be released: the nodes refuse, exit status 5.
+releasing decides who may acquire next, fencing is the token's job.
+Releasing is idempotent: the same TOKEN released again succeeds again,
+until a newer holder takes the resource. A lease that ended otherwise (it
+ran out, or a newer holder took the resource) cannot be released: the
+nodes refuse, exit status 5. If fewer than t nodes confirm, release exits
+4 and the lease ends by its TTL.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --identity FILE   the key that acquired TOKEN, mode 0600 [PALISADE_IDENTITY]
 
 Example:

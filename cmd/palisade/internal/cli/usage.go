@@ -8,26 +8,36 @@ const usage = `Palisade issues fencing tokens that no single machine can forge.
 
 Usage:
     palisade keygen  --nodes N --dir DIR [--name NAME] [--host HOST] [--base-port PORT]
-    palisade node    --dir DIR/nodeI [--admin ADDR]
-    palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR]
+    palisade node    --dir DIR/nodeI [--listen ADDRS] [--admin ADDR]
+    palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR] [--name NAME] [--host HOST] [--base-port PORT]
     palisade identity --identity FILE
-    palisade dkg     --members FILE --identity FILE --dir DIR
-    palisade reshare --members FILE --identity FILE --dir DIR (--old-dir DIR | --cluster FILE)
-    palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
-    palisade lock    --cluster FILE --identity FILE [--ttl D] [--wait D] [--grace D] RESOURCE -- COMMAND [ARGS]
-    palisade release --cluster FILE --identity FILE TOKEN
-    palisade verify  --cluster FILE [--json] TOKEN
+    palisade dkg     --members FILE --identity FILE --dir DIR [--phase-timeout D]
+                     [--listen ADDRS] [--ceremony-listen ADDRS] [--restart]
+    palisade reshare --members FILE --identity FILE --dir DIR (--old-dir DIR | --cluster FILE [--cluster-id ID])
+                     [--phase-timeout D] [--listen ADDRS] [--ceremony-listen ADDRS] [--restart]
+    palisade acquire --cluster FILE [--cluster-id ID] --identity FILE [--ttl D] [--wait D] RESOURCE
+    palisade lock    --cluster FILE [--cluster-id ID] --identity FILE [--ttl D] [--wait D] [--grace D] RESOURCE -- COMMAND [ARGS]
+    palisade release --cluster FILE [--cluster-id ID] --identity FILE TOKEN
+    palisade verify  --cluster FILE [--cluster-id ID] [--json] TOKEN
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
-    palisade resource --cluster FILE --data DIR [--listen ADDR]
-    palisade status  --cluster FILE --identity FILE [--timeout D] [RESOURCE]
-    palisade audit   --dir DIR/nodeI
-    palisade clients (list | add NAME PEERID | set-patterns NAME | remove NAME) --cluster FILE [--patterns P,...]
+    palisade resource --cluster FILE [--cluster-id ID] --data DIR [--listen ADDR] [--admin ADDR]
+    palisade status  --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [RESOURCE]
+    palisade audit   --dir DIR/nodeI | --admin ADDR (--dir DIR/nodeI | --secret-file FILE)
+    palisade locks   --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [--after RESOURCE] [--limit N]
+    palisade revoke  --admin ADDR (--dir DIR/nodeI | --secret-file FILE) [--epoch E] RESOURCE
+    palisade clients (list | add NAME PEERID | set-patterns NAME | remove NAME) --cluster FILE [--cluster-id ID] [--patterns P,...]
     palisade probe   [--timeout D] URL
-    palisade bootstrap node|client|resource --shared DIR [...]
-    palisade put     --cluster FILE --identity FILE --url URL RESOURCE VALUE
-    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
+    palisade bootstrap node --shared DIR --index I --addr MULTIADDR --dir DIR --identity FILE
+                     [--nodes N] [--name NAME] [--join-timeout D] [--phase-timeout D] [--admin ADDR]
+    palisade bootstrap client --shared DIR [--identity FILE] [--join-timeout D] [--admin ADDR]
+    palisade bootstrap resource --shared DIR --data DIR [--listen ADDR] [--join-timeout D] [--admin ADDR]
+                     [--cluster-id ID]
+    palisade put     --cluster FILE [--cluster-id ID] --identity FILE --url URL [--ttl D] [--wait D]
+                     [--every D] [--for D] RESOURCE VALUE
+    palisade agent   --cluster FILE [--cluster-id ID] --identity FILE [--listen ADDR] [--secret-file FILE]
+                     [--max-locks N] [--admin ADDR]
     palisade version
     palisade completion bash|zsh
     palisade help    [COMMAND]
@@ -91,7 +101,7 @@ Example:
 `
 
 const nodeUsage = `Usage:
-    palisade node --dir DIR/nodeI [--admin ADDR]
+    palisade node --dir DIR/nodeI [--listen ADDRS] [--admin ADDR]
 
 Runs one node from a directory written by keygen: it opens the node's vote
 store (DIR/nodeI/votes.db, so a restarted node keeps its votes), listens on
@@ -110,9 +120,11 @@ its vote store answers and at least t = 2f+1 members, itself included,
 answered its last probe; it probes every member over libp2p every 2s).
 
 Flags (environment variable in brackets):
-    --dir DIR      the node directory [PALISADE_DIR]
-    --admin ADDR   serve /metrics, /healthz and /readyz on ADDR (none)
-                   [PALISADE_ADMIN]
+    --dir DIR       the node directory [PALISADE_DIR]
+    --listen ADDRS  libp2p addresses to bind, comma-separated, for this run
+                    (node.json's listen, else the announced ones) [PALISADE_LISTEN]
+    --admin ADDR    serve /metrics, /healthz and /readyz on ADDR (none)
+                    [PALISADE_ADMIN]
 
 Example:
     $ palisade keygen --nodes 4 --dir /tmp/pal
@@ -125,6 +137,7 @@ Example:
 
 const testnetUsage = `Usage:
     palisade testnet --nodes N --dir DIR [--dkg] [--admin ADDR]
+                     [--name NAME] [--host HOST] [--base-port PORT]
 
 Runs a whole local testnet in one process. If DIR has no cluster.json it
 first runs keygen (a trusted dealer: testnets only), or with --dkg a
@@ -155,7 +168,7 @@ Example:
 `
 
 const acquireUsage = `Usage:
-    palisade acquire --cluster FILE --identity FILE [--ttl D] [--wait D] RESOURCE
+    palisade acquire --cluster FILE [--cluster-id ID] --identity FILE [--ttl D] [--wait D] RESOURCE
 
 Acquires a lease on RESOURCE and prints its fencing token on stdout. The
 command exits at once and does not release the lease: it runs out after
@@ -168,6 +181,7 @@ while a command runs.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --identity FILE   the client's key file, mode 0600 [PALISADE_IDENTITY]
     --ttl D           lease length, at most 1h (10s) [PALISADE_TTL]
     --wait D          wait up to D for a busy resource or for nodes to come
@@ -183,7 +197,7 @@ Example:
 `
 
 const verifyUsage = `Usage:
-    palisade verify --cluster FILE [--json] TOKEN
+    palisade verify --cluster FILE [--cluster-id ID] [--json] TOKEN
 
 Checks TOKEN (its text form; "-" reads it from stdin) offline against the
 cluster's group public key. If it is valid, verify prints one line
@@ -206,6 +220,7 @@ invalid_signature; see docs/token-format.md) and a "message".
 
 Flags (environment variable in brackets):
     --cluster FILE   the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID  refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
     --json           print the result as JSON [PALISADE_JSON]
 
 Example:
@@ -296,8 +311,7 @@ Example:
 `
 
 const resourceUsage = `Usage:
-    palisade resource --cluster FILE --data DIR [--listen ADDR]
-    palisade agent   --cluster FILE --identity FILE [--listen ADDR] [--secret-file FILE]
+    palisade resource --cluster FILE [--cluster-id ID] --data DIR [--listen ADDR] [--admin ADDR]
 
 Runs the reference fenced resource: an HTTP key-value store that admits a
 request only with a valid Palisade token for the key whose epoch is not
@@ -315,12 +329,28 @@ Palisade-Barrier reports), 413 if the body is too large. PUT and DELETE
 honour If-Match: "VERSION" (a holder with a fresh token but stale data is
 refused with 412) and PUT honours If-None-Match: *. A refused request
 changes neither the value nor the barrier. SIGINT or SIGTERM stops the
-server gracefully.
+server gracefully. SIGHUP does not stop it: it checks --cluster again and
+logs the outcome (a file of the same cluster changes nothing, as only the
+cluster ID and group key decide which tokens verify; a file of another
+cluster is refused and the resource keeps its own).
+
+With --admin it serves HTTP on ADDR, apart from the fenced API and as
+"palisade node --admin" does: /healthz (200 while the store answers a
+read, else 503) and /metrics (Prometheus:
+palisade_resource_admitted_total by method,
+palisade_resource_refused_total by cause (stale, invalid_signature,
+wrong_cluster, missing_token, precondition, outcome_unknown, ...),
+palisade_resource_barrier_epoch_max, the highest barrier raised or met
+since it started, palisade_resource_store_seconds, the duration of each
+guarded transaction with its fsync, and palisade_config_reloads_total by
+result for SIGHUP). It serves nothing secret.
 
 Flags (environment variable in brackets):
-    --cluster FILE  the cluster file whose tokens are accepted [PALISADE_CLUSTER]
-    --data DIR      data directory, created if absent [PALISADE_DATA]
-    --listen ADDR   HTTP listen address (127.0.0.1:7070) [PALISADE_LISTEN]
+    --cluster FILE   the cluster file whose tokens are accepted [PALISADE_CLUSTER]
+    --cluster-id ID  refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
+    --data DIR       data directory, created if absent [PALISADE_DATA]
+    --listen ADDR    HTTP listen address (127.0.0.1:7070) [PALISADE_LISTEN]
+    --admin ADDR     serve /healthz and /metrics on ADDR (none) [PALISADE_ADMIN]
 
 Example:
     $ palisade resource --cluster /tmp/pal/cluster.json --data /tmp/res &
@@ -331,6 +361,10 @@ Example:
         http://127.0.0.1:7070/kv/orders-db
     $ curl -H "Palisade-Token: $TOKEN" http://127.0.0.1:7070/kv/orders-db
     paid
+    $ palisade resource --cluster /tmp/pal/cluster.json --data /tmp/res2 \
+        --listen 127.0.0.1:7080 --admin 127.0.0.1:9170 &
+    $ palisade probe http://127.0.0.1:9170/healthz
+    http://127.0.0.1:9170/healthz: 200 OK: ok: store answers
 `
 
 const identityUsage = `Usage:
@@ -352,7 +386,7 @@ Example:
 
 const dkgUsage = `Usage:
     palisade dkg --members FILE --identity FILE --dir DIR
-                 [--phase-timeout D] [--ceremony-listen ADDRS] [--restart]
+                 [--phase-timeout D] [--listen ADDRS] [--ceremony-listen ADDRS] [--restart]
 
 Runs this member's side of a distributed key generation (Pedersen DKG over
 libp2p, kyber share/dkg/pedersen, t = 2f+1): no machine ever holds the
@@ -385,8 +419,13 @@ Flags (environment variable in brackets):
     --identity FILE        this member's identity key file [PALISADE_IDENTITY]
     --dir DIR              the node directory to write [PALISADE_DIR]
     --phase-timeout D      timeout of each phase, 0 for 60s (0) [PALISADE_PHASE_TIMEOUT]
-    --ceremony-listen A,B  listen addresses during the ceremony (the member
-                           list's) [PALISADE_CEREMONY_LISTEN]
+    --listen A,B           addresses the node binds, written to node.json's
+                           listen, apart from the address it announces in
+                           the member list (which may be a DNS name); e.g.
+                           /ip4/0.0.0.0/tcp/4001 (the announced ones)
+                           [PALISADE_LISTEN]
+    --ceremony-listen A,B  listen addresses during the ceremony (--listen's,
+                           else the member list's) [PALISADE_CEREMONY_LISTEN]
     --restart              discard an interrupted ceremony's state [PALISADE_RESTART]
 
 Example:
@@ -401,8 +440,8 @@ Example:
 
 const reshareUsage = `Usage:
     palisade reshare --members FILE --identity FILE --dir DIR
-                     (--old-dir DIR | --cluster FILE) [--phase-timeout D]
-                     [--ceremony-listen ADDRS] [--restart]
+                     (--old-dir DIR | --cluster FILE [--cluster-id ID]) [--phase-timeout D]
+                     [--listen ADDRS] [--ceremony-listen ADDRS] [--restart]
 
 Moves the cluster's key to a new member list and threshold (N, t) ->
 (N', t') keeping the group public key and the cluster ID, so resources
@@ -421,6 +460,7 @@ sign for the same key); stop the old nodes and start the new directories.
 Flags: as for dkg, plus (environment variable in brackets):
     --old-dir DIR     an old member's current node directory [PALISADE_OLD_DIR]
     --cluster FILE    the current cluster.json, for new members [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
 
 Example:
     $ palisade reshare --members new-members.json --identity id.key \

@@ -26,7 +26,7 @@ Example:
 `
 
 const statusUsage = `Usage:
-    palisade status --cluster FILE --identity FILE [--timeout D] [RESOURCE]
+    palisade status --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [RESOURCE]
 
 Asks every member of the cluster for its status over libp2p and prints one
 line per member: whether it answered within --timeout, its version (from
@@ -36,16 +36,25 @@ for it and the lease holder, by client name where the cluster file has
 one. A last line counts the members that answered.
 
 Members admit only the cluster file's members and clients, so status dials
-with a client key (--identity, as for acquire); a client sees only the
+with a client key (--identity, as for acquire) or a member's own
+identity.key (an operator on a node's machine); a client sees only the
 resources its patterns allow (for others, nodes answer as for an unused
-resource, and status says so).
+resource, and status says so). A member's own identity cannot speak
+libp2p to that member itself (a host never dials its own peer ID): its
+line says self=true and only checks that the member's address accepts
+TCP connections.
 
 Exit status: 0 if at least t = 2f+1 members answered, 4 ("not enough
-nodes": no token can be issued) if fewer did, 1 on other errors.
+nodes": no token can be issued) if fewer did, 5 if the identity is
+neither a client nor a member in --cluster or more than f members drop
+its connection (their cluster.json does not admit it, whatever --cluster
+says), 1 on other errors.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
-    --identity FILE   a client's key file, mode 0600 [PALISADE_IDENTITY]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
+    --identity FILE   a client's key file, or a member's identity.key,
+                      mode 0600 [PALISADE_IDENTITY]
     --timeout D       how long to wait for each member (5s) [PALISADE_TIMEOUT]
 
 Example:
@@ -60,34 +69,44 @@ Example:
 
 const auditUsage = `Usage:
     palisade audit --dir DIR/nodeI
+    palisade audit --admin ADDR (--dir DIR/nodeI | --secret-file FILE)
 
 Prints a node's append-only audit log, one entry per line with its
 sequence number: votes, commits, renewals, releases, abandoned votes,
-expiries and catch-ups, each with its resource, epoch and holder (by
-client name where the node's cluster.json has one). Then it checks the
-sequence: entries must run 1, 2, 3, ... up to the store's counter with no
-gap, and each must carry its own number; a gap or a broken entry is
-reported on stderr and the exit status is 1.
+expiries, catch-ups and operator revocations, each with its resource,
+epoch and holder (by client name where the node's cluster.json has one).
+Then it checks the sequence: entries must run 1, 2, 3, ... up to the
+store's counter with no gap, and each must carry its own number; a gap or
+a broken entry is reported on stderr and the exit status is 1.
 
-The log is in the node's vote store (DIR/nodeI/votes.db), which a running
-node holds locked: stop the node first, or audit says that the store is in
-use.
+Without --admin, audit reads the node's vote store (DIR/nodeI/votes.db),
+which a running node holds locked: stop the node first, or audit says
+that the store is in use. With --admin, audit reads the log of the
+running node from its admin API (GET /audit, the address of "palisade
+node --admin"), which serves the same entries from the open store. The
+admin API asks for the node's admin secret, DIR/nodeI/admin.secret (the
+node writes it, mode 0600, when it first starts): only the node's
+operator reads its log.
 
 Flags (environment variable in brackets):
-    --dir DIR   the node directory [PALISADE_DIR]
+    --dir DIR            the node directory [PALISADE_DIR]
+    --admin ADDR         a running node's admin address, HOST:PORT or URL [PALISADE_ADMIN]
+    --secret-file FILE   the admin secret file, instead of DIR/admin.secret [PALISADE_SECRET_FILE]
 
 Example:
     $ palisade audit --dir /tmp/pal/node2
     seq=1 time=2026-03-01T10:00:00.123Z kind=vote resource=orders-db epoch=1 holder=client1/5e1f09aa[...]
     seq=2 time=2026-03-01T10:00:00.125Z kind=commit resource=orders-db epoch=1 holder=client1/5e1f09aa[...]
     2 entries, sequence 1..2 without gaps
+    $ palisade audit --admin 127.0.0.1:9102 --dir /tmp/pal/node2     # while node 2 runs
+    [...]
 `
 
 const clientsUsage = `Usage:
-    palisade clients list         --cluster FILE
-    palisade clients add          --cluster FILE [--patterns P,...] NAME PEERID
-    palisade clients set-patterns --cluster FILE --patterns P,... NAME
-    palisade clients remove       --cluster FILE NAME
+    palisade clients list         --cluster FILE [--cluster-id ID]
+    palisade clients add          --cluster FILE [--cluster-id ID] [--patterns P,...] NAME PEERID
+    palisade clients set-patterns --cluster FILE [--cluster-id ID] --patterns P,... NAME
+    palisade clients remove       --cluster FILE [--cluster-id ID] NAME
 
 Lists or edits the clients of a cluster file: which client identities
 (libp2p peer IDs, from "palisade identity") may acquire which resources.
@@ -101,11 +120,17 @@ each node SIGHUP: the node re-reads DIR/cluster.json and takes the new
 client list at once (removed clients are disconnected); anything else
 that differs (group key, cluster ID, N, t, members, epochs) makes the node
 refuse the file, log why and keep its configuration. A testnet process
-reloads each of its nodes from its own DIR/nodeI/cluster.json.
+reloads each of its nodes from its own DIR/nodeI/cluster.json. Other
+palisade processes on the machine survive the signal too: agent and
+resource keep their locks and data and check their own files again;
+"palisade lock" passes it on to its COMMAND. So "kill -HUP $(pidof
+palisade)" is safe on a node's machine, as long as no "palisade lock"
+COMMAND there minds a SIGHUP; otherwise signal the node's PID alone.
 
 Flags (environment variable in brackets):
-    --cluster FILE   the cluster file to read and write [PALISADE_CLUSTER]
-    --patterns P,... resource patterns, separated by commas (*) [PALISADE_PATTERNS]
+    --cluster FILE    the cluster file to read and write [PALISADE_CLUSTER]
+    --cluster-id ID   refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
+    --patterns P,...  resource patterns, separated by commas (*) [PALISADE_PATTERNS]
 
 Example:
     $ palisade identity --identity app.key

@@ -105,7 +105,7 @@ func TestVerifyJSON(t *testing.T) {
 
 // pythonDir holds the from-spec Python verifier (bls12381_minsig.py) and
 // test_token_vectors.py, whose verify_json checks verify --json output.
-var pythonDir = filepath.Join("..", "..", "clients", "python")
+var pythonDir = filepath.Join("..", "..", "..", "..", "clients", "python")
 
 // TestVerifyJSONOutsideCheck is the outside-checking path end to end: the
 // JSON verify --json prints for a token is fed to the Python min-sig

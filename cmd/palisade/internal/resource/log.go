@@ -12,17 +12,20 @@ import (
 // maxLoggedReason bounds the refusal reason a log line carries.
 const maxLoggedReason = 200
 
-// logged wraps the fenced handler so each request is logged at info once
-// answered: "admit" with the status for a request the fence let through
+// logged wraps the fenced handler so each request is counted in m (if
+// not nil) and logged at info once answered: "admit" with the status for a request the fence let through
 // (the handler's own 404 or 412 included), "refuse" with the status and the
 // reason for one it turned away (401 without a valid token, 409 stale,
 // 413) or that failed. Each line has the resource, the method and the
 // token's epoch and holder as the request claims them (parsed, not
 // verified: a refused token may be forged).
-func logged(next http.HandlerFunc) http.HandlerFunc {
+func logged(m *Metrics, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next(rec, r)
+		if m != nil {
+			m.observe(r.Method, rec.status, rec.Header(), rec.reason())
+		}
 		kv := []any{"resource", r.PathValue("key"), "method", r.Method, "status", rec.status}
 		if tok, err := protocol.ParseTokenText(r.Header.Get(verifier.HeaderToken)); err == nil {
 			kv = append(kv, "epoch", tok.Epoch, "holder", tok.Holder.String())

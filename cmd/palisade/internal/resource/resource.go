@@ -66,12 +66,24 @@ const (
 // fence's store.
 type Server struct {
 	handler http.Handler
+	metrics *Metrics
 }
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithMetrics counts every answered request in m (MetricAdmitted,
+// MetricRefused). For the store's metrics, make the fence over m.Store's
+// wrapper of the barrier store.
+func WithMetrics(m *Metrics) Option { return func(s *Server) { s.metrics = m } }
 
 // New returns a server over fence. Set fence.MaxBodyBytes before to bound
 // values (default verifier.DefaultMaxBodyBytes).
-func New(fence *verifier.Fence) *Server {
+func New(fence *verifier.Fence, opts ...Option) *Server {
 	s := &Server{}
+	for _, o := range opts {
+		o(s)
+	}
 	fenced := fence.Middleware(func(r *http.Request) string { return r.PathValue("key") }, http.HandlerFunc(s.serveKV))
 	check := func(w http.ResponseWriter, r *http.Request) {
 		if err := protocol.ValidateResource(r.PathValue("key")); err != nil {
@@ -82,7 +94,7 @@ func New(fence *verifier.Fence) *Server {
 	}
 	mux := http.NewServeMux()
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
-		mux.HandleFunc(m+" "+PathPrefix+"{key...}", logged(check))
+		mux.HandleFunc(m+" "+PathPrefix+"{key...}", logged(s.metrics, check))
 	}
 	s.handler = mux
 	return s
