@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // TestWriteSharedOwner: what bootstrap writes to the shared directory
@@ -54,4 +56,30 @@ func fileGID(t *testing.T, st os.FileInfo) int {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	require.True(t, ok)
 	return int(s.Gid)
+}
+
+// TestClientsEditKeepsOwner: "palisade clients add" run as root on a
+// node's cluster.json (owned by the service user) leaves the file that
+// user's, not root's, with its mode. Not as root, the file is the
+// user's own before and after.
+func TestClientsEditKeepsOwner(t *testing.T) {
+	keys := pinKeys(t, "acme-locks")
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	require.NoError(t, keys.Cluster.File.Save(path))
+	require.NoError(t, os.Chmod(path, 0o640))
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 12345, 23456
+		require.NoError(t, os.Chown(path, uid, gid))
+	}
+	code, _, errs := runCmd(t, "clients", "add", "--cluster", path, "--patterns", "billing-*", "billing", "12D3KooWDbxn283zfwuZ73ViRSUhhfPQsJPfTYNpa2yKjWWVp2kg")
+	require.Equal(t, 0, code, errs)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, uid, fileUID(t, st))
+	require.Equal(t, gid, fileGID(t, st))
+	require.Equal(t, os.FileMode(0o640), st.Mode().Perm())
+	c, err := protocol.LoadCluster(path)
+	require.NoError(t, err)
+	require.Len(t, c.File.Clients, len(keys.Cluster.File.Clients)+1)
 }

@@ -159,6 +159,13 @@ func writeFileAtomic(path string, f protocol.ClusterFile) error {
 	if err = errors.Join(err, tmp.Close()); err != nil {
 		return err
 	}
+	// An operator editing as root must not leave a root-owned file in
+	// the node's directory: the new file keeps the old one's owner.
+	if _, err := os.Stat(path); err == nil {
+		if err := chownLike(tmp.Name(), path); err != nil {
+			return err
+		}
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}

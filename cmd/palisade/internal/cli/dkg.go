@@ -64,6 +64,11 @@ func runIdentity(_ context.Context, e *env, cfg Config, args []string) error {
 		if k, err = transport.GenerateIdentity(crand.Reader); err != nil {
 			return err
 		}
+		// A fresh machine has no directory for it yet (docs/deploy.md
+		// starts with this command): make it, private to this user.
+		if err := os.MkdirAll(filepath.Dir(cfg.Identity), 0o700); err != nil {
+			return fmt.Errorf("identity: %w", err)
+		}
 		if err := transport.SaveIdentity(cfg.Identity, k); err != nil {
 			return fmt.Errorf("identity: %w", err)
 		}

@@ -110,3 +110,18 @@ func TestReshareCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, old.Cluster.ID, c.ID)
 }
+
+// TestIdentityCreatesDirectory: on a fresh machine "palisade identity"
+// makes the key's directory (mode 0700) instead of failing on it.
+func TestIdentityCreatesDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "var", "lib", "palisade", "identity.key")
+	code, out, errs := runCmd(t, "identity", "--identity", path)
+	require.Equal(t, 0, code, errs)
+	require.Regexp(t, `^12D3KooW\S+\n$`, out)
+	st, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+	st, err = os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+}

@@ -57,7 +57,6 @@ the identity is neither a client nor a member, 1 on other errors.
 Flags (environment variable in brackets):
     --cluster FILE      the cluster file [PALISADE_CLUSTER]
     --cluster-id ID     refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
-    --cluster-id ID     refuse a cluster file whose cluster ID is not ID [PALISADE_CLUSTER_ID]
     --identity FILE     a client's key file, or a member's identity.key [PALISADE_IDENTITY]
     --timeout D         how long to wait for each member's page (5s) [PALISADE_TIMEOUT]
     --after RESOURCE    list the leases of resources after RESOURCE [PALISADE_AFTER]

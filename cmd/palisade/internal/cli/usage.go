@@ -31,7 +31,9 @@ Usage:
     palisade probe   [--timeout D] URL
     palisade bootstrap node --shared DIR --index I --addr MULTIADDR --dir DIR --identity FILE
                      [--nodes N] [--name NAME] [--join-timeout D] [--phase-timeout D] [--admin ADDR]
+                     [--cluster-id ID]
     palisade bootstrap client --shared DIR [--identity FILE] [--join-timeout D] [--admin ADDR]
+                     [--cluster-id ID]
     palisade bootstrap resource --shared DIR --data DIR [--listen ADDR] [--join-timeout D] [--admin ADDR]
                      [--cluster-id ID]
     palisade put     --cluster FILE [--cluster-id ID] --identity FILE --url URL [--ttl D] [--wait D]
