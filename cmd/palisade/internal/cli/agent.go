@@ -129,6 +129,9 @@ func runAgent(ctx context.Context, e *env, cfg Config, args []string) (err error
 	if err != nil {
 		return clusterLoadError("agent", cfg.Cluster, err)
 	}
+	if err := checkLoadedPin("agent", cfg, cluster); err != nil {
+		return err
+	}
 	id, err := client.LoadIdentity(cfg.Identity)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -45,6 +45,9 @@ func runClients(_ context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return clusterLoadError("clients", cfg.Cluster, err)
 	}
+	if err := checkLoadedPin("clients", cfg, cluster); err != nil {
+		return err
+	}
 	f := cluster.File
 	f.Clients = slices.Clone(f.Clients)
 	find := func(name string) (int, error) {

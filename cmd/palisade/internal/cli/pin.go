@@ -130,3 +130,21 @@ func checkClusterPin(c *protocol.Cluster, want protocol.ClusterID, path string) 
 	return fmt.Errorf("%w: %s holds cluster %q with ID %s, pinned %s (--%s or %s): %s",
 		errClusterPin, path, c.File.Name, c.ID, hex.EncodeToString(want[:]), clusterIDFlag, EnvVar(clusterIDFlag), hint)
 }
+
+// checkLoadedPin refuses cluster c, loaded from cfg.Cluster by cmd,
+// unless --cluster-id is unset or names c's cluster ID. Commands that load
+// the file themselves call it on the very value they go on to use, so no
+// file swapped in after precheckPin's look is taken.
+func checkLoadedPin(cmd string, cfg Config, c *protocol.Cluster) error {
+	if cfg.ClusterID == "" {
+		return nil
+	}
+	want, err := parseClusterPin(cmd, cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	if err := checkClusterPin(c, want, cfg.Cluster); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	return nil
+}

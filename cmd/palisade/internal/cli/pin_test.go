@@ -131,3 +131,25 @@ func TestClusterPinSurvivesClientAndAddressChanges(t *testing.T) {
 	_, err = loadPinnedCluster("status", path, pinKeys(t, "acme-locks").Cluster.ID.String())
 	require.ErrorIs(t, err, errClusterPin)
 }
+
+// TestCheckLoadedPin: commands that load cluster.json themselves (status,
+// put, agent, clients, resource) check the pin on the value they use, so
+// a file swapped in after the precheck is still refused.
+func TestCheckLoadedPin(t *testing.T) {
+	keys := pinKeys(t, "acme-locks")
+	other := pinKeys(t, "acme-locks")
+	cfg := Config{Cluster: keys.ClusterPath}
+	require.NoError(t, checkLoadedPin("status", cfg, keys.Cluster))
+	cfg.ClusterID = keys.Cluster.ID.String()
+	require.NoError(t, checkLoadedPin("status", cfg, keys.Cluster))
+	err := checkLoadedPin("status", cfg, other.Cluster)
+	require.ErrorIs(t, err, errClusterPin)
+	require.ErrorContains(t, err, "status: ")
+	cfg.ClusterID = "not-hex"
+	require.Error(t, checkLoadedPin("status", cfg, keys.Cluster))
+
+	// The resource serves only the pinned cluster's file.
+	code, _, errs := runCmd(t, "resource", "--cluster", other.ClusterPath, "--cluster-id", keys.Cluster.ID.String(), "--data", t.TempDir(), "--listen", "127.0.0.1:0")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errs, keys.Cluster.ID.String())
+}

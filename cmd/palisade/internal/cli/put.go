@@ -79,6 +79,9 @@ func runPut(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return clusterLoadError("put", cfg.Cluster, err)
 	}
+	if err := checkLoadedPin("put", cfg, cluster); err != nil {
+		return err
+	}
 	id, err := client.LoadIdentity(cfg.Identity)
 	if err != nil {
 		return fmt.Errorf("put: %w", err)

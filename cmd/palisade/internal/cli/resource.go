@@ -37,10 +37,11 @@ func runResource(ctx context.Context, e *env, cfg Config, args []string) (err er
 	if err := requireFlag("resource", "listen", cfg.Listen); err != nil {
 		return err
 	}
-	v, err := verifier.Load(cfg.Cluster)
+	c, err := loadPinnedCluster("resource", cfg.Cluster, cfg.ClusterID)
 	if err != nil {
-		return fmt.Errorf("resource: %w", err)
+		return err
 	}
+	v := verifier.New(c)
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("resource: %w", err)
 	}

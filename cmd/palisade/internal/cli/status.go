@@ -72,6 +72,9 @@ func runStatus(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return clusterLoadError("status", cfg.Cluster, err)
 	}
+	if err := checkLoadedPin("status", cfg, cluster); err != nil {
+		return err
+	}
 	key, err := transport.LoadIdentity(cfg.Identity)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
