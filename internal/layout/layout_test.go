@@ -18,6 +18,7 @@ var layers = map[string]int{
 	"internal/version":               0,
 	"internal/fuzzseed":              0,
 	"internal/testwait":              0,
+	"internal/metricstest":           0,
 	"crypto/bls12381":                0,
 	"crypto/bls12381/bls12381test":   0,
 	"verifier/internal/mint":         0,

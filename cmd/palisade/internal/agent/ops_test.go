@@ -12,39 +12,14 @@ import (
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/cmd/palisade/internal/agent"
+	"github.com/palisade-dev/palisade/internal/metricstest"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
-// metricValue reads one series of reg: the counter or gauge named name
-// whose labels are exactly labels (name, value, name, value …).
+// metricValue reads one series of reg (metricstest.Value).
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var got []string
-			for _, lp := range m.GetLabel() {
-				got = append(got, lp.GetName(), lp.GetValue())
-			}
-			if !slices.Equal(got, labels) {
-				continue
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	return metricstest.Value(t, reg, name, labels...)
 }
 
 // admin answers one GET of the agent's admin API.
