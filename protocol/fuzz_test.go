@@ -360,6 +360,11 @@ func addValidSeeds(f *testing.F, target string) {
 // branch on; nothing panics.
 func fuzzDecoder[M any](f *testing.F, target string, decode func([]byte) (M, error), encode func(M) []byte) {
 	addValidSeeds(f, target)
+	fuzzRoundTrip(f, decode, encode)
+}
+
+// fuzzRoundTrip runs fuzzDecoder's checks over the seeds already added.
+func fuzzRoundTrip[M any](f *testing.F, decode func([]byte) (M, error), encode func(M) []byte) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := decode(in)
 		if err != nil {

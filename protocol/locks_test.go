@@ -2,9 +2,7 @@ package protocol
 
 import (
 	"bytes"
-	"errors"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,21 +133,7 @@ func fuzzLocks[M any](f *testing.F, target string, decode func([]byte) (M, error
 			f.Add(s.data)
 		}
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		m, err := decode(in)
-		if err != nil {
-			if !reflect.ValueOf(&m).Elem().IsZero() {
-				t.Fatalf("failed decode returned %+v, want the zero value", m)
-			}
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidField) {
-				t.Fatalf("error %v wraps neither ErrMalformed nor ErrInvalidField", err)
-			}
-			return
-		}
-		if out := encode(m); !bytes.Equal(in, out) {
-			t.Fatalf("decode then encode changed the bytes:\n in: %x\nout: %x\nmsg: %+v", in, out, m)
-		}
-	})
+	fuzzRoundTrip(f, decode, encode)
 }
 
 func FuzzLocksRequest(f *testing.F) {
