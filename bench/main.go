@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -65,6 +66,8 @@ type config struct {
 	nodes          []int
 	deadline       time.Duration
 	cpuprofile     string
+	blockprofile   string
+	mutexprofile   string
 	dir            string
 }
 
@@ -118,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&nodes, "nodes", "4,7,10,16", "comma-separated cluster sizes of the second table (Palisade alone, 1 client); empty for none")
 	fs.DurationVar(&cfg.deadline, "deadline", 5*time.Minute, "bound on each run's warm-up and, again, on its measured phase")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run to this file name with .SYSTEM-WORKLOAD before its extension")
+	fs.StringVar(&cfg.blockprofile, "blockprofile", "", "write a block profile (every blocking event) of each measured run, named as -cpuprofile's")
+	fs.StringVar(&cfg.mutexprofile, "mutexprofile", "", "write a mutex contention profile (every event) of each measured run, named as -cpuprofile's")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the data directories (default the system's temporary directory); they are removed at the end")
 	fs.BoolVar(&smoke, "smoke", false, "a short run that only checks the benchmark works: unless given, -cycles 2 -warmup 1 -nodes 4,7 -deadline 2m")
 	if err := fs.Parse(args); err != nil {
@@ -301,7 +306,7 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 	} else if err != nil {
 		return result{}, fmt.Errorf("%s: %w", s.name, err)
 	}
-	stopProfile, err := startProfile(cfg.cpuprofile, s.name+"-"+w.name)
+	stopProfile, err := startProfiles(cfg, s.name+"-"+w.name)
 	if err != nil {
 		return result{}, err
 	}
@@ -356,6 +361,46 @@ func startProfile(name, tag string) (func() error, error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
+}
+
+// startProfiles starts the profiles cfg asks for, each into its file
+// name with tag inserted (see startProfile). The returned function stops
+// them and writes the block and mutex profiles, which cover only the
+// measured phase: their rates are set here and reset when it ends.
+func startProfiles(cfg config, tag string) (func() error, error) {
+	stopCPU, err := startProfile(cfg.cpuprofile, tag)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.blockprofile != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	if cfg.mutexprofile != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	return func() error {
+		err := stopCPU()
+		if cfg.blockprofile != "" {
+			err = errors.Join(err, writeProfile("block", cfg.blockprofile, tag))
+			runtime.SetBlockProfileRate(0)
+		}
+		if cfg.mutexprofile != "" {
+			err = errors.Join(err, writeProfile("mutex", cfg.mutexprofile, tag))
+			runtime.SetMutexProfileFraction(0)
+		}
+		return err
+	}, nil
+}
+
+// writeProfile writes the named runtime profile into name with tag
+// inserted before its extension.
+func writeProfile(profile, name, tag string) error {
+	ext := filepath.Ext(name)
+	f, err := os.Create(strings.TrimSuffix(name, ext) + "." + tag + ext)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup(profile).WriteTo(f, 0), f.Close())
 }
 
 // etcdSystem starts the etcd cluster under dir.

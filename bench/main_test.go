@@ -2,7 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +110,25 @@ func TestStartProfileName(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, stop())
 	require.FileExists(t, dir+"/cpu.palisade-16own.pprof")
+}
+
+func TestStartProfilesWritesEachAsked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config{blockprofile: dir + "/block.pprof", mutexprofile: dir + "/mutex.pprof"}
+	stop, err := startProfiles(cfg, "palisade-1")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	mu.Lock()
+	go func() { time.Sleep(time.Millisecond); mu.Unlock() }()
+	mu.Lock() // one blocking and one contended event at least
+	mu.Unlock()
+	require.NoError(t, stop())
+	for _, name := range []string{"block.palisade-1.pprof", "mutex.palisade-1.pprof"} {
+		fi, err := os.Stat(dir + "/" + name)
+		require.NoError(t, err)
+		require.Positive(t, fi.Size(), name)
+	}
+	require.NoFileExists(t, dir+"/cpu.palisade-1.pprof")
 }
 
 func TestNotesAndCheckRuns(t *testing.T) {
