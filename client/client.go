@@ -414,11 +414,12 @@ func (c *Client) learnEpoch(resource string, epoch uint64) {
 // acquire drives one acquisition: rounds until one acquires or the
 // planner gives up, sleeping the pause the planner picks between them.
 func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration, wait bool) (*Lock, error) {
-	session, err := protocol.NewSessionID(nil)
+	key, err := protocol.NewSessionKey(nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
 	}
-	p := c.newPlanner(resource, protocol.Holder{ID: c.ID(), Session: session}, wait)
+	p := c.newPlanner(resource, protocol.Holder{ID: c.ID(), Session: key.Session()}, wait)
+	p.key = key
 	defer func() { c.learnEpoch(resource, p.learned()) }()
 	// last is the outcome of the last round that ran to its end: when the
 	// caller gives up in the middle of a round, that one says more (a

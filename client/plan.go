@@ -98,6 +98,9 @@ type planner struct {
 	// other acquisition (so two processes sharing one key, or two
 	// acquisitions of one process, are distinct holders).
 	holder protocol.Holder
+	// key is the session key that owns holder's session (holder.Session
+	// is key.Session()); Wait requests carry it.
+	key protocol.SessionKey
 	// rounds counts the rounds that ended; backoff is the current
 	// exponential backoff.
 	rounds  int

@@ -25,17 +25,19 @@ var errNoTurn = errors.New("client: too few nodes answer the wait")
 // session, or ctx ends. It seeds p's floor from their epochs.
 //
 // It first registers with every member (a Wait answered at once), which
-// queues the session and tells its place, the cohort; then it long-polls
-// the members that did not say free, claiming the (f+1)-th lowest cohort
-// they gave. A member that queued the session one cohort later (its
-// request arrived just after a handoff there) moves it up, so the members
-// agree on who is first (see node's queue.claim).
+// queues the session and tells its place: the cohort, signed by the member
+// (protocol.SignedPlace). Then it long-polls the members that did not say
+// free, claiming with the f+1 signed places of the lowest cohorts (the
+// (f+1)-th lowest cohort). A member that queued the session one cohort
+// later (its request arrived just after a handoff there) moves it up if
+// the places verify, so the members agree on who is first (see node's
+// claimPlace). A member looks at one claim per queue entry only.
 func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 	ctx, cancel := c.linked(ctx)
 	defer cancel()
-	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Session: p.holder.Session}
+	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Key: p.key}
 	free := map[int]uint64{} // member index -> its epoch
-	var cohorts []uint64
+	var places []protocol.SignedPlace
 	replies := c.fanOut(ctx, protocol.ProtoWait, req.Marshal())
 	for range c.members {
 		var r reply
@@ -51,16 +53,37 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 		if wr.Free {
 			free[r.m.index] = wr.LastEpoch
 		}
-		if wr.Cohort > 0 {
-			cohorts = append(cohorts, wr.Cohort)
+		if pl := wr.Place; pl != nil && c.ownPlace(p, r.m.index, *pl) {
+			places = append(places, *pl)
 		}
 	}
-	if len(free) < c.t && len(cohorts) > c.f {
-		sort.Slice(cohorts, func(i, j int) bool { return cohorts[i] < cohorts[j] })
-		req.Cohort = cohorts[c.f]
+	if len(free) < c.t {
+		req.Claim = claimOf(places, c.f+1)
 	}
 	req.MaxWait = c.cfg.RequestTimeout * 4 / 5
 	return c.pollTurn(ctx, p, req, free)
+}
+
+// ownPlace reports whether pl is member's place for p's session on p's
+// resource in this cluster: what a claim may show. (Its signature is the
+// nodes' to check.)
+func (c *Client) ownPlace(p *planner, member int, pl protocol.SignedPlace) bool {
+	return pl.Member == member && pl.Cluster == c.cfg.Cluster.ID && pl.Resource == p.resource && pl.Holder.Is(p.holder)
+}
+
+// claimOf is the claim made of places (one per member): the need places
+// of the lowest cohorts, or none if there are fewer, or if they claim no
+// earlier cohort than every place gives (nobody needs to move).
+func claimOf(places []protocol.SignedPlace, need int) []protocol.SignedPlace {
+	if len(places) < need || need > protocol.MaxClaimPlaces {
+		return nil
+	}
+	sort.SliceStable(places, func(i, j int) bool { return places[i].Cohort < places[j].Cohort })
+	claim := places[:need]
+	if protocol.ClaimCohort(claim) == places[len(places)-1].Cohort {
+		return nil
+	}
+	return claim
 }
 
 // pollTurn long-polls the members not yet in free until t members said

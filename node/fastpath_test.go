@@ -150,16 +150,16 @@ func TestCommitOwnStatementSkipsPairing(t *testing.T) {
 // passes the reservation on when it runs out.
 func TestQueueOrder(t *testing.T) {
 	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
-	q := newQueue()
 	const res = stateRes
-	require.True(t, q.touch(bob, 6, rank(res, bob), 8, at(0)))
-	require.True(t, q.touch(alice, 5, rank(res, alice), 8, at(time.Second)), "alice waited behind an earlier lease")
-	require.False(t, q.touch(bob, 9, rank(res, bob), 8, at(2*time.Second)), "asking again keeps the place")
-	require.True(t, q.touch(carol, 6, rank(res, carol), 8, at(2*time.Second)))
-	require.False(t, q.touch(alice2, 6, 0, 3, at(2*time.Second)), "full")
+	q := newQueue(res)
+	require.True(t, q.touch(bob, 6, 8, 2, at(0)))
+	require.True(t, q.touch(alice, 5, 8, 2, at(time.Second)), "alice waited behind an earlier lease")
+	require.False(t, q.touch(bob, 9, 8, 2, at(2*time.Second)), "asking again keeps the place")
+	require.True(t, q.touch(carol, 6, 8, 2, at(2*time.Second)))
+	require.False(t, q.touch(alice2, 6, 3, 2, at(2*time.Second)), "full")
 
 	order := func() []protocol.Holder {
-		c := &queue{waiters: append([]waiter(nil), q.waiters...)}
+		c := &queue{resource: res, waiters: append([]waiter(nil), q.waiters...), lapsed: q.lapsed}
 		var out []protocol.Holder
 		for {
 			w, ok := c.head()
@@ -171,7 +171,7 @@ func TestQueueOrder(t *testing.T) {
 		}
 	}
 	second, third := bob, carol
-	if rank(res, carol) < rank(res, bob) {
+	if rank(res, 6, carol.ID) < rank(res, 6, bob.ID) {
 		second, third = carol, bob
 	}
 	require.Equal(t, []protocol.Holder{alice, second, third}, order(), "cohort first, then rank")
@@ -181,23 +181,27 @@ func TestQueueOrder(t *testing.T) {
 	for i := range q.waiters {
 		q.waiters[i].polls = 1
 	}
-	h, left, dropped, ok := q.reservation(at(3*time.Second), time.Second)
+	h, left, dropped, expired, ok := q.reservation(at(3*time.Second), time.Second)
 	require.True(t, ok)
 	require.Equal(t, alice, h)
 	require.Equal(t, time.Second, left)
 	require.Empty(t, dropped)
-	h, left, _, _ = q.reservation(at(3*time.Second+400*time.Millisecond), time.Second)
+	require.Empty(t, expired)
+	h, left, _, _, _ = q.reservation(at(3*time.Second+400*time.Millisecond), time.Second)
 	require.Equal(t, alice, h)
 	require.Equal(t, 600*time.Millisecond, left)
-	// She let it run out: she leaves, the next one's window starts.
-	h, left, dropped, _ = q.reservation(at(4*time.Second), time.Second)
+	// She let it run out: she leaves, the next one's window starts, and
+	// her identity lapses.
+	h, left, dropped, expired, _ = q.reservation(at(4*time.Second), time.Second)
 	require.Equal(t, []protocol.Holder{alice}, dropped)
+	require.Equal(t, []protocol.Holder{alice}, expired)
+	require.True(t, q.isLapsed(alice.ID))
 	require.Equal(t, second, h)
 	require.Equal(t, time.Second, left)
 	// A vote for the first waiter spends the reservation; when the
 	// resource is free again its window starts afresh.
 	q.busy()
-	h, left, _, _ = q.reservation(at(9*time.Second), time.Second)
+	h, left, _, _, _ = q.reservation(at(9*time.Second), time.Second)
 	require.Equal(t, second, h)
 	require.Equal(t, time.Second, left)
 
@@ -207,13 +211,14 @@ func TestQueueOrder(t *testing.T) {
 	q.waiters[q.find(second)].polls = 0
 	q.tell(third, at(9*time.Second))
 	q.waiters[q.find(third)].polls = 0
-	h, _, dropped, _ = q.reservation(at(9*time.Second+pollGap), time.Second)
+	h, _, dropped, expired, _ = q.reservation(at(9*time.Second+pollGap), time.Second)
 	require.Equal(t, []protocol.Holder{second}, dropped)
+	require.Equal(t, []protocol.Holder{second}, expired, "its reservation had started: it lapses too")
 	require.Equal(t, third, h)
 	require.Equal(t, []protocol.Holder{third}, order())
 
 	// Waiters that stopped asking leave after the TTL; polling ones stay.
-	require.True(t, q.touch(alice, 50, rank(res, alice), 8, at(20*time.Second)))
+	require.True(t, q.touch(alice, 50, 8, 2, at(20*time.Second)))
 	q.waiters[q.find(third)].polls = 1
 	gone := q.prune(at(30*time.Second), 2*time.Second)
 	require.Equal(t, []protocol.Holder{alice}, gone)
@@ -222,22 +227,30 @@ func TestQueueOrder(t *testing.T) {
 	// A served session (its lease committed here) leaves and is not
 	// queued again by a long poll still in flight.
 	require.True(t, q.committed(third))
-	require.False(t, q.touch(third, 51, rank(res, third), 8, at(31*time.Second)))
+	require.False(t, q.touch(third, 51, 8, 2, at(31*time.Second)))
 	require.True(t, q.idle())
 }
 
 // TestQueueClaim: a waiter another node put one cohort earlier moves up
-// here when it claims it, and no further.
+// here when it claims it, and no further; each queue entry has its claim
+// looked at once, whatever it asked for.
 func TestQueueClaim(t *testing.T) {
-	q := newQueue()
-	q.touch(alice, 8, rank(stateRes, alice), 8, stateBase)
-	q.claim(alice, 5)
-	require.EqualValues(t, 8, q.cohortOf(alice), "more than one cohort up: refused")
-	q.claim(alice, 7)
-	require.EqualValues(t, 7, q.cohortOf(alice))
-	q.claim(alice, 9)
-	require.EqualValues(t, 7, q.cohortOf(alice), "a claim never moves a waiter back")
-	require.Zero(t, q.cohortOf(bob))
+	q := newQueue(stateRes)
+	q.touch(alice, 8, 8, 2, stateBase)
+	q.touch(bob, 8, 8, 2, stateBase)
+	require.False(t, q.checkClaim(alice, 6), "more than one cohort up: refused")
+	require.False(t, q.checkClaim(alice, 7), "and that was alice's one claim")
+	require.EqualValues(t, 8, q.cohortOf(alice))
+	require.False(t, q.checkClaim(bob, 9), "a claim never moves a waiter back")
+	q.remove(bob)
+	q.touch(bob, 8, 8, 2, stateBase)
+	require.True(t, q.checkClaim(bob, 7), "a new entry has a claim of its own")
+	q.moveUp(bob, 7)
+	require.EqualValues(t, 7, q.cohortOf(bob))
+	require.Equal(t, rank(stateRes, 7, bob.ID), q.waiters[q.find(bob)].rank, "ranked in its new cohort")
+	require.False(t, q.checkClaim(bob, 6))
+	require.False(t, q.checkClaim(carol, 7), "not queued")
+	require.Zero(t, q.cohortOf(carol))
 }
 
 // TestCohort: a waiter behind a live committed lease waits for that lease's
@@ -260,7 +273,7 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
 	a, b := lc.everything, lc.ordersOnly
-	ha, hb := limitsHolder(a.String()), protocol.Holder{ID: b.String(), Session: protocol.SessionID{9}}
+	ha, hb := limitsHolder(a.String()), keyedHolder(b, 9)
 	const res = "orders-2"
 	// A long poll runs in its own goroutine, which only sends its outcome
 	// back: the assertions run here, on the test goroutine.
@@ -271,7 +284,7 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	waitOn := func(res string, from peer.ID, h protocol.Holder) <-chan polledReply {
 		out := make(chan polledReply, 1)
 		go func() {
-			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: h.Session, MaxWait: 3 * time.Second}
+			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Key: keyOf(t, h), MaxWait: 3 * time.Second}
 			b, err := d.n.serve(context.Background(), protocol.ProtoWait, from, req.Marshal())
 			var r protocol.WaitReply
 			if err == nil {
@@ -326,13 +339,31 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	require.Equal(t, protocol.CodeOK, d.release(b, tokB).Code)
 
 	// A waiter that does not come for its turn loses it after ReserveFor.
-	hc := protocol.Holder{ID: b.String(), Session: protocol.SessionID{10}}
+	hc := keyedHolder(b, 10)
 	r = answered(wait(b, hc))
 	require.True(t, r.Free)
 	ha2 := protocol.Holder{ID: a.String(), Session: protocol.SessionID{11}}
 	require.Equal(t, protocol.KindQueued, d.acquire(a, ha2, res, 3).Kind)
 	clock.Advance(d.n.cfg.Rules.ReserveFor)
 	require.Equal(t, protocol.KindVote, d.acquire(a, ha2, res, 3).Kind)
+}
+
+// keyedHolder is lock session k of identity id, owned by the session key
+// {k} (see keyOf).
+func keyedHolder(id peer.ID, k byte) protocol.Holder {
+	return protocol.Holder{ID: id.String(), Session: protocol.SessionKey{k}.Session()}
+}
+
+// keyOf is the session key of a keyedHolder.
+func keyOf(t testing.TB, h protocol.Holder) protocol.SessionKey {
+	t.Helper()
+	for k := 1; k < 256; k++ {
+		if key := (protocol.SessionKey{byte(k)}); key.Session() == h.Session {
+			return key
+		}
+	}
+	t.Fatalf("%v is no keyedHolder", h)
+	return protocol.SessionKey{}
 }
 
 // TestWaitersBounded: what waiters make a node keep is bounded per
@@ -344,7 +375,7 @@ func TestWaitersBounded(t *testing.T) {
 	h, err := transport.NewHost(lc.ids[0], nil, transport.NewGater())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
-	n, err := New(Config{Cluster: lc.cluster, Share: lc.shares[0], Limits: Limits{WaitersPerResource: 3, WaitersPerClient: 5}}, NewMemStore(), h, clock)
+	n, err := New(Config{Cluster: lc.cluster, Share: lc.shares[0], Limits: Limits{WaitersPerResource: 3, WaitersPerClient: 5, WaitersPerClientPerResource: 10}}, NewMemStore(), h, clock)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close() })
 	d := nodeDriver{t: t, lc: lc, n: n}
@@ -354,7 +385,7 @@ func TestWaitersBounded(t *testing.T) {
 
 	// 10 sessions wait on r-0 (held by a): 3 are queued.
 	poll := func(res string, s byte) {
-		req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: protocol.SessionID{s}, MaxWait: 0}
+		req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Key: protocol.SessionKey{s}, MaxWait: 0}
 		d.call(a, protocol.ProtoWait, req.Marshal())
 	}
 	for s := byte(1); s <= 10; s++ {

@@ -49,6 +49,10 @@ type Limits struct {
 	// no room for is told where things stand but not queued; it is served
 	// once the queue ahead of it is empty.
 	Waiters, WaitersPerResource, WaitersPerClient int
+	// WaitersPerClientPerResource bounds the waiters of one client
+	// identity on one resource, so one identity cannot fill a resource's
+	// queue with its sessions (issue 20, F3).
+	WaitersPerClientPerResource int
 }
 
 // DefaultLimits are the limits a zero Limits gets.
@@ -62,6 +66,8 @@ var DefaultLimits = Limits{
 	Waiters:            16384,
 	WaitersPerResource: 64,
 	WaitersPerClient:   1024,
+
+	WaitersPerClientPerResource: 2,
 }
 
 // fill applies the defaults to zero fields.
@@ -90,6 +96,9 @@ func (l *Limits) fill() {
 	}
 	if l.WaitersPerClient <= 0 {
 		l.WaitersPerClient = d.WaitersPerClient
+	}
+	if l.WaitersPerClientPerResource <= 0 {
+		l.WaitersPerClientPerResource = d.WaitersPerClientPerResource
 	}
 }
 

@@ -17,29 +17,34 @@ import (
 // Node.MetricsRegistry). Each node has its own registry, so many nodes in
 // one process (a testnet) each report their own counts.
 const (
-	MetricVotes            = "palisade_votes_total"
-	MetricCommits          = "palisade_commits_total"
-	MetricRenewals         = "palisade_renewals_total"
-	MetricReleases         = "palisade_releases_total"
-	MetricAuditEntries     = "palisade_audit_entries_total"
-	MetricBusy             = "palisade_busy_total"
-	MetricQueued           = "palisade_queued_total"
-	MetricWaiters          = "palisade_waiters"
-	MetricRefusals         = "palisade_refusals_total"
-	MetricLeasesLive       = "palisade_leases_live"
-	MetricStoreCommit      = "palisade_store_commit_seconds"
-	MetricStoreBatch       = "palisade_store_commit_batch_size"
-	MetricSignatureChecks  = "palisade_signature_checks_total"
-	MetricBadTokens        = "palisade_bad_tokens_total"
-	MetricThrottledTokens  = "palisade_throttled_tokens_total"
-	MetricMembers          = "palisade_members"
-	MetricThreshold        = "palisade_threshold"
-	MetricMembersReachable = "palisade_members_reachable"
-	MetricMemberUp         = "palisade_member_up"
-	MetricMemberRTT        = "palisade_member_rtt_seconds"
-	MetricClients          = "palisade_clients"
-	MetricReloads          = "palisade_config_reloads_total"
-	MetricBuildInfo        = "palisade_build_info"
+	MetricVotes        = "palisade_votes_total"
+	MetricCommits      = "palisade_commits_total"
+	MetricRenewals     = "palisade_renewals_total"
+	MetricReleases     = "palisade_releases_total"
+	MetricAuditEntries = "palisade_audit_entries_total"
+	MetricBusy         = "palisade_busy_total"
+	MetricQueued       = "palisade_queued_total"
+	MetricWaiters      = "palisade_waiters"
+	// MetricReservationsExpired counts reservations of a free resource
+	// for its first waiter that ran out unused (push handoff): the waiter
+	// neither acquired nor left in time. Each marks the waiter's identity
+	// lapsed in that queue.
+	MetricReservationsExpired = "palisade_reservations_expired_total"
+	MetricRefusals            = "palisade_refusals_total"
+	MetricLeasesLive          = "palisade_leases_live"
+	MetricStoreCommit         = "palisade_store_commit_seconds"
+	MetricStoreBatch          = "palisade_store_commit_batch_size"
+	MetricSignatureChecks     = "palisade_signature_checks_total"
+	MetricBadTokens           = "palisade_bad_tokens_total"
+	MetricThrottledTokens     = "palisade_throttled_tokens_total"
+	MetricMembers             = "palisade_members"
+	MetricThreshold           = "palisade_threshold"
+	MetricMembersReachable    = "palisade_members_reachable"
+	MetricMemberUp            = "palisade_member_up"
+	MetricMemberRTT           = "palisade_member_rtt_seconds"
+	MetricClients             = "palisade_clients"
+	MetricReloads             = "palisade_config_reloads_total"
+	MetricBuildInfo           = "palisade_build_info"
 	// MetricEvidence counts, by accused member, the pieces of evidence of
 	// equivocation this node verified and recorded since it started;
 	// MetricEvidenceRecorded is, by accused member, what it holds on
@@ -82,6 +87,7 @@ type metrics struct {
 	votes, commits, renewals, releases prometheus.Counter
 	audit                              *prometheus.CounterVec // by kind
 	busy, queued                       prometheus.Counter
+	reservationsExpired                prometheus.Counter
 	refusals                           *prometheus.CounterVec // by request and code
 	commitSeconds, commitBatch         prometheus.Histogram
 	memberUp, memberRTT                *prometheus.GaugeVec   // by member index
@@ -96,15 +102,16 @@ type metrics struct {
 func (n *Node) newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
-		reg:      reg,
-		votes:    prometheus.NewCounter(prometheus.CounterOpts{Name: MetricVotes, Help: "Votes this node cast: each one written and fsynced before its partial signature left (re-sent votes are not counted again)."}),
-		commits:  prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCommits, Help: "Certified tokens that started a lease on this node (Commit from the token's holder)."}),
-		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRenewals, Help: "Leases renewed by their holder."}),
-		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReleases, Help: "Leases released by their holder."}),
-		audit:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuditEntries, Help: "Entries appended to the node's audit log, by kind (vote, commit, renew, release, abandon, expire, catch-up, seen-votes, revoke)."}, []string{"kind"}),
-		busy:     prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBusy, Help: "Acquire requests answered Busy: another holder's lease or vote was live."}),
-		queued:   prometheus.NewCounter(prometheus.CounterOpts{Name: MetricQueued, Help: "Acquire requests answered Queued: the resource was free but held for an earlier waiter (push handoff)."}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusals, Help: "Requests refused, by request (acquire, commit, renew, release, abandon) and refusal code."}, []string{"request", "code"}),
+		reg:                 reg,
+		votes:               prometheus.NewCounter(prometheus.CounterOpts{Name: MetricVotes, Help: "Votes this node cast: each one written and fsynced before its partial signature left (re-sent votes are not counted again)."}),
+		commits:             prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCommits, Help: "Certified tokens that started a lease on this node (Commit from the token's holder)."}),
+		renewals:            prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRenewals, Help: "Leases renewed by their holder."}),
+		releases:            prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReleases, Help: "Leases released by their holder."}),
+		audit:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuditEntries, Help: "Entries appended to the node's audit log, by kind (vote, commit, renew, release, abandon, expire, catch-up, seen-votes, revoke)."}, []string{"kind"}),
+		busy:                prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBusy, Help: "Acquire requests answered Busy: another holder's lease or vote was live."}),
+		queued:              prometheus.NewCounter(prometheus.CounterOpts{Name: MetricQueued, Help: "Acquire requests answered Queued: the resource was free but held for an earlier waiter (push handoff)."}),
+		reservationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReservationsExpired, Help: "Reservations of a free resource for its first waiter that ran out unused (push handoff); each puts the waiter's identity behind the others of its cohort until the next lease is committed."}),
+		refusals:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusals, Help: "Requests refused, by request (acquire, commit, renew, release, abandon) and refusal code."}, []string{"request", "code"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricStoreCommit,
 			Help:    "Duration of one write transaction of the vote store, fsync included (several votes share one under load: group commit).",
@@ -131,7 +138,7 @@ func (n *Node) newMetrics() *metrics {
 	}
 	c := n.cfg.Cluster
 	reg.MustRegister(
-		m.votes, m.commits, m.renewals, m.releases, m.audit, m.busy, m.queued, m.refusals,
+		m.votes, m.commits, m.renewals, m.releases, m.audit, m.busy, m.queued, m.reservationsExpired, m.refusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiters, Help: "Clients queued waiting for a resource (Wait long polls, push handoff)."},
 			func() float64 { return float64(n.waiterTotal.Load()) }),
 		m.commitSeconds, m.commitBatch, m.memberUp, m.memberRTT, m.reloads,

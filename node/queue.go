@@ -21,11 +21,27 @@ import (
 // (cohort, rank): the cohort is the generation of the lease it first
 // waited behind (Record.LeaseGen, the epoch of the last lease committed,
 // which every node learns from the same Commit; one more if no committed
-// lease was live), and the rank a hash of its session that every node
-// computes alike. Waiters that started waiting during lease k go before
-// those that started during lease k+1 (first come, first served between
-// handoffs), and the holder who releases and asks again goes behind
-// everyone who waited for it.
+// lease was live), and the rank a hash of the resource, the cohort and
+// the waiter's client identity that every node computes alike. Waiters
+// that started waiting during lease k go before those that started during
+// lease k+1 (first come, first served between handoffs).
+//
+// Nothing a client chooses freely orders it (issue 20). Identities are
+// admitted by cluster.json, so the rank cannot be ground the way a session
+// ID could; sessions of one identity in one cohort are ordered by a hash
+// of the session, which only reorders that identity's own waiters. The
+// holder's identity waits behind its own lease: a Wait from it while its
+// lease (or vote) lives gets the cohort after that lease, so a holder that
+// starts waiting with its next session before it releases queues behind
+// everyone who waited for it. A waiter moves up only by a claim that f+1
+// members vouch for (signed places, protocol.Place), by one cohort at
+// most, and at most one claim per queue entry is checked. An identity
+// holds at most Limits.WaitersPerClientPerResource places of one queue.
+// And a reservation that runs out unused marks its identity lapsed in
+// that queue: its waiters, present and future sessions alike, go after
+// every other waiter of their cohort until a lease is committed on the
+// resource, so an identity that never acquires cannot keep a free
+// resource reserved for its fresh sessions.
 
 // queue is the waiters of one resource at one node. Its methods are pure
 // given now: the driver holds the resource's shard lock around them.
@@ -43,15 +59,34 @@ type queue struct {
 	// long poll of theirs still in flight must not queue them again.
 	done [doneSessions]protocol.Holder
 	next int
+	// resource is the queue's resource, which ranks hash.
+	resource string
+	// lapsed are the identities whose reservation ran out unused since a
+	// lease was last committed on the resource (at generation leaseGen),
+	// oldest first, at most maxLapsed.
+	lapsed   []string
+	leaseGen uint64
 }
 
 // doneSessions is how many committed sessions a queue remembers.
 const doneSessions = 16
 
+// maxLapsed is how many lapsed identities a queue remembers; the oldest
+// is forgotten first.
+const maxLapsed = 16
+
 type waiter struct {
 	holder protocol.Holder
 	cohort uint64
-	rank   uint64
+	// rank orders the cohort's identities (rank); tie the sessions of one
+	// identity (tie).
+	rank, tie uint64
+	// claimed is set once a claim of this entry was looked at: a node
+	// checks at most one per entry.
+	claimed bool
+	// place is this node's signed place for the waiter, for cohort (nil
+	// until signed, or after the cohort changed).
+	place *protocol.SignedPlace
 	// seen is the last request of the waiter; polls counts its long polls
 	// in progress; told is when this node last told it the resource is
 	// free for it. A waiter keeps its place while it polls or for
@@ -72,7 +107,9 @@ func (w waiter) present(now time.Time, reserveFor time.Duration) bool {
 	return w.polls > 0 || (!w.told.IsZero() && now.Sub(w.told) < reserveFor) || now.Sub(w.seen) < pollGap
 }
 
-func newQueue() *queue { return &queue{changed: make(chan struct{})} }
+func newQueue(resource string) *queue {
+	return &queue{resource: resource, changed: make(chan struct{})}
+}
 
 // cohort is the place in line of a waiter that first asks now: the epoch
 // of the committed lease it waits behind, or one above the last committed
@@ -84,22 +121,67 @@ func cohort(rec Record, now time.Time) uint64 {
 	return rec.LeaseGen + 1
 }
 
-// rank orders the waiters of one cohort: a hash every node computes alike.
-func rank(resource string, h protocol.Holder) uint64 {
+// cohortFor is the cohort of a waiter of identity id that first asks now:
+// cohort, except that the identity holding the live lease or vote waits
+// behind that lease (its epoch's successor), whatever session it asks in.
+func cohortFor(rec Record, id string, now time.Time) uint64 {
+	c := cohort(rec, now)
+	if l := rec.Lease; l.Active(now) && l.Holder.ID == id && l.Epoch >= c {
+		c = l.Epoch + 1
+	}
+	return c
+}
+
+// Domains of the order's hashes.
+const (
+	rankDomain = "palisade/queue-rank/v1\x00"
+	tieDomain  = "palisade/queue-tie/v1\x00"
+)
+
+// rank orders the identities of one cohort: a hash of the resource, the
+// cohort and the identity, which every node computes alike and no client
+// chooses (identities are admitted by cluster.json). The cohort is in it
+// so that no identity is first in every cohort.
+func rank(resource string, cohort uint64, id string) uint64 {
 	d := sha256.New()
+	d.Write([]byte(rankDomain))
+	d.Write(binary.AppendUvarint(nil, uint64(len(resource))))
 	d.Write([]byte(resource))
-	d.Write([]byte{0})
-	d.Write([]byte(h.ID))
-	d.Write(h.Session[:])
+	d.Write(binary.BigEndian.AppendUint64(nil, cohort))
+	d.Write([]byte(id))
 	return binary.BigEndian.Uint64(d.Sum(nil))
 }
 
-// before reports whether a is ahead of b.
-func (a waiter) before(b waiter) bool {
+// tie orders the sessions of one identity in one cohort: a hash of the
+// session. A client choosing its session reorders only its own waiters.
+func tie(s protocol.SessionID) uint64 {
+	d := sha256.New()
+	d.Write([]byte(tieDomain))
+	d.Write(s[:])
+	return binary.BigEndian.Uint64(d.Sum(nil))
+}
+
+// before reports whether a is ahead of b: the earlier cohort; in one
+// cohort, a waiter whose identity has not lapsed; then rank, then tie
+// (and, for hashes that collide, the identity and session bytes, so the
+// order is total).
+func (q *queue) before(a, b waiter) bool {
 	if a.cohort != b.cohort {
 		return a.cohort < b.cohort
 	}
-	return a.rank < b.rank
+	if la, lb := q.isLapsed(a.holder.ID), q.isLapsed(b.holder.ID); la != lb {
+		return lb
+	}
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	if a.holder.ID != b.holder.ID {
+		return a.holder.ID < b.holder.ID
+	}
+	if a.tie != b.tie {
+		return a.tie < b.tie
+	}
+	return string(a.holder.Session[:]) < string(b.holder.Session[:])
 }
 
 func (q *queue) find(h protocol.Holder) int {
@@ -111,29 +193,54 @@ func (q *queue) find(h protocol.Holder) int {
 	return -1
 }
 
-// touch records a request of h: a new waiter joins with the given cohort
-// and rank (if the queue has fewer than max waiters; added reports whether
-// it joined), a known one keeps its place and is seen again.
-func (q *queue) touch(h protocol.Holder, cohort, rank uint64, max int, now time.Time) (added bool) {
+// touch records a request of h: a new waiter joins in the given cohort
+// (if the queue has fewer than max waiters and h's identity fewer than
+// perClient; added reports whether it joined), a known one keeps its
+// place and is seen again.
+func (q *queue) touch(h protocol.Holder, cohort uint64, max, perClient int, now time.Time) (added bool) {
 	if i := q.find(h); i >= 0 {
 		q.waiters[i].seen = now
 		return false
 	}
-	if len(q.waiters) >= max || q.served(h) {
+	if len(q.waiters) >= max || q.served(h) || q.countOf(h.ID) >= perClient {
 		return false
 	}
-	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, rank: rank, seen: now})
+	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, rank: rank(q.resource, cohort, h.ID), tie: tie(h.Session), seen: now})
 	return true
 }
 
-// claim moves h up to cohort c, the place the (f+1)-th lowest of the
-// nodes gave it (protocol.WaitRequest.Cohort), if that is exactly one
-// earlier: a request that reached this node just after a handoff and one
-// that reached the others just before get the same place. A claim cannot
-// move a waiter up further.
-func (q *queue) claim(h protocol.Holder, c uint64) {
-	if i := q.find(h); i >= 0 && c > 0 && c+1 == q.waiters[i].cohort {
-		q.waiters[i].cohort = c
+// countOf is the number of waiters of identity id.
+func (q *queue) countOf(id string) int {
+	k := 0
+	for _, w := range q.waiters {
+		if w.holder.ID == id {
+			k++
+		}
+	}
+	return k
+}
+
+// checkClaim says whether h's claim of cohort c is worth checking: h is
+// queued, no claim of its entry was looked at before, and c is exactly
+// one earlier than its cohort (a request that reached this node just
+// after a handoff and the others just before gets the same place; a claim
+// never moves a waiter up further). Any claim spends the entry's one
+// look, so a waiter makes at most one claim per entry.
+func (q *queue) checkClaim(h protocol.Holder, c uint64) bool {
+	i := q.find(h)
+	if i < 0 || q.waiters[i].claimed {
+		return false
+	}
+	q.waiters[i].claimed = true
+	return c > 0 && c+1 == q.waiters[i].cohort
+}
+
+// moveUp puts h in cohort c, the place its verified claim shows f+1
+// members gave it.
+func (q *queue) moveUp(h protocol.Holder, c uint64) {
+	if i := q.find(h); i >= 0 {
+		w := &q.waiters[i]
+		w.cohort, w.rank, w.place = c, rank(q.resource, c, h.ID), nil
 	}
 }
 
@@ -212,7 +319,7 @@ func (q *queue) head() (waiter, bool) {
 	}
 	best := q.waiters[0]
 	for _, w := range q.waiters[1:] {
-		if w.before(best) {
+		if q.before(w, best) {
 			best = w
 		}
 	}
@@ -224,15 +331,21 @@ func (q *queue) head() (waiter, bool) {
 // on a free resource. A first waiter that let its reservation run out, or
 // that is not there to take its turn (it neither polls nor was told its
 // turn: a client that gave up, or a session served elsewhere), leaves the
-// queue (dropped lists it) and the next one's turn starts.
-func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol.Holder, left time.Duration, dropped []protocol.Holder, ok bool) {
+// queue (dropped lists it) and the next one's turn starts. One whose
+// reservation had started and ends so, unused, is also listed in expired,
+// and its identity lapses (see lapse).
+func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol.Holder, left time.Duration, dropped, expired []protocol.Holder, ok bool) {
 	for {
 		w, ok := q.head()
 		if !ok {
 			q.reserved = protocol.Holder{}
-			return protocol.Holder{}, 0, dropped, false
+			return protocol.Holder{}, 0, dropped, expired, false
 		}
 		if !w.present(now, reserveFor) {
+			if q.reserved == w.holder {
+				q.lapse(w.holder.ID)
+				expired = append(expired, w.holder)
+			}
 			q.remove(w.holder)
 			dropped = append(dropped, w.holder)
 			continue
@@ -241,10 +354,43 @@ func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol
 			q.reserved, q.since = w.holder, now
 		}
 		if left := reserveFor - now.Sub(q.since); left > 0 {
-			return w.holder, left, dropped, true
+			return w.holder, left, dropped, expired, true
 		}
+		q.lapse(w.holder.ID)
+		expired = append(expired, w.holder)
 		q.remove(w.holder)
 		dropped = append(dropped, w.holder)
+	}
+}
+
+// lapse marks identity id lapsed: its reservation ran out unused. Its
+// waiters order after the others of their cohort until a lease is
+// committed (leaseCommitted). The record keeps the last maxLapsed.
+func (q *queue) lapse(id string) {
+	if q.isLapsed(id) {
+		return
+	}
+	if len(q.lapsed) >= maxLapsed {
+		q.lapsed = append(q.lapsed[:0], q.lapsed[1:]...)
+	}
+	q.lapsed = append(q.lapsed, id)
+}
+
+func (q *queue) isLapsed(id string) bool {
+	for _, l := range q.lapsed {
+		if l == id {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseCommitted records that a lease of generation gen is committed on
+// the resource: from a newer generation on, no identity is lapsed.
+func (q *queue) leaseCommitted(gen uint64) {
+	if gen > q.leaseGen {
+		q.leaseGen = gen
+		q.lapsed = nil
 	}
 }
 

@@ -42,22 +42,54 @@ func (n *Node) queueAcquire(sh *shard, rec Record, holder protocol.Holder, o Out
 }
 
 // reservation is queue.reservation after pruning, accounting for the
-// waiters it drops. The caller holds sh.mu.
+// waiters it drops and the reservations that ran out unused. The caller
+// holds sh.mu.
 func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) (protocol.Holder, time.Duration, bool) {
 	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
-	first, left, dropped, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
+	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
 	n.forget(dropped)
+	for _, h := range expired {
+		n.ops.metrics.reservationsExpired.Inc()
+		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", h.ID)
+	}
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
-			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x polls=%d", n.clientName(w.holder.ID), w.holder.Session[:2], w.cohort, w.rank>>48, w.polls))
+			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%t polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.isLapsed(w.holder.ID), w.polls))
 		}
-		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Short(), "dropped", len(dropped), "queue", line)
+		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Ref().Short(), "dropped", len(dropped), "queue", line)
 	}
 	if len(dropped) > 0 {
 		q.notify()
 	}
 	return first, left, ok
+}
+
+// Reserved says whom the free resource is held for (push handoff) and for
+// how much longer: the first waiter of its queue, named by its HolderRef.
+// It is zero when no reservation holds the resource: nobody waits, or a
+// lease or vote holds it.
+func (n *Node) Reserved(resource string) (protocol.HolderRef, time.Duration) {
+	sh := n.shard(resource)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q := sh.queues[resource]
+	if q == nil || q.idle() {
+		return protocol.HolderRef{}, 0
+	}
+	rec, err := n.load(n.ctx, sh, resource)
+	if err != nil {
+		return protocol.HolderRef{}, 0
+	}
+	now := n.clock.Now()
+	if rec.Lease.Active(now) {
+		return protocol.HolderRef{}, 0
+	}
+	first, left, ok := n.reservation(sh, q, resource, now)
+	if !ok {
+		return protocol.HolderRef{}, 0
+	}
+	return first.Ref(), left
 }
 
 // enqueue records a request of holder on rec's resource: it joins the
@@ -66,13 +98,13 @@ func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) 
 func (n *Node) enqueue(sh *shard, rec Record, holder protocol.Holder, now time.Time) *queue {
 	q := sh.queues[rec.Resource]
 	if q == nil {
-		q = newQueue()
+		q = newQueue(rec.Resource)
 		sh.queues[rec.Resource] = q
 	}
 	if q.find(holder) < 0 && !n.waiterRoom(holder.ID) {
 		return q
 	}
-	if q.touch(holder, cohort(rec, now), rank(rec.Resource, holder), n.cfg.Limits.WaitersPerResource, now) {
+	if q.touch(holder, cohortFor(rec, holder.ID, now), n.cfg.Limits.WaitersPerResource, n.cfg.Limits.WaitersPerClientPerResource, now) {
 		n.waiterCount(holder.ID).Add(1)
 		n.waiterTotal.Add(1)
 	}
@@ -109,8 +141,11 @@ func (n *Node) changed(sh *shard, o Outcome) {
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
 		q.busy()
-		if l.Committed && q.committed(l.Holder) {
-			n.forget([]protocol.Holder{l.Holder})
+		if l.Committed {
+			q.leaseCommitted(l.Epoch)
+			if q.committed(l.Holder) {
+				n.forget([]protocol.Holder{l.Holder})
+			}
 		}
 	}
 	q.notify()
@@ -168,11 +203,17 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 		n.turnedAway(TurnedAwayUnauthorised)
 		return protocol.WaitReply{Code: protocol.CodeUnauthorised, Message: fmt.Sprintf("%s may not acquire %q", from, req.Resource)}.Marshal(), nil
 	}
-	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	// The session is the one the key owns: only the process that drew the
+	// key waits, or claims a place, for it.
+	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()}
 	wait := min(req.MaxWait, maxWait(n.cfg.RequestTimeout))
 	deadline := n.clock.Now().Add(wait)
 	for first := true; ; first = false {
-		st, changed, wake, err := n.waitState(ctx, req.Resource, holder, req.Cohort, first)
+		var claim []protocol.SignedPlace
+		if first {
+			claim = req.Claim
+		}
+		st, changed, wake, err := n.waitState(ctx, req.Resource, holder, claim, first)
 		if err == nil && first {
 			defer n.unpoll(req.Resource, holder)
 		}
@@ -202,9 +243,10 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 // waitState is where the resource stands for holder now, the channel that
 // closes when that may change, and when it changes by itself (a lease
 // lapsing, a reservation running out). On the first call of a long poll
-// the holder joins the queue (if there is room; at the place claim says,
-// see queue.claim) and counts as polling.
-func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, claim uint64, first bool) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, err error) {
+// the holder joins the queue (if there is room; one cohort earlier if its
+// claim holds, see claimPlace) and counts as polling. The reply carries
+// this node's signed place for the holder.
+func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, claim []protocol.SignedPlace, first bool) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, err error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -220,14 +262,16 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		if i := q.find(holder); i >= 0 {
 			q.waiters[i].polls++
 		}
-		if claim > 0 && claim+1 == q.cohortOf(holder) {
-			q.claim(holder, claim)
+		if len(claim) > 0 && n.claimPlace(q, resource, holder, claim) {
 			q.notify() // the order may have changed
 		}
 	}
-	st = protocol.WaitReply{LastEpoch: rec.LastEpoch, Cohort: q.cohortOf(holder)}
+	st = protocol.WaitReply{LastEpoch: rec.LastEpoch}
+	if i := q.find(holder); i >= 0 {
+		st.Cohort, st.Place = q.waiters[i].cohort, n.place(q, i)
+	}
 	if l := rec.Lease; l.Active(now) {
-		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder, l.Epoch, l.Expires.Sub(now), !l.Committed
+		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(now), !l.Committed
 		return st, q.changed, st.Left, nil
 	}
 	first2, left, ok := n.reservation(sh, q, resource, now)
@@ -236,8 +280,46 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		q.tell(holder, now)
 		return st, q.changed, 0, nil
 	}
-	st.Holder, st.Left, st.Pending = first2, left, true
+	st.Holder, st.Left, st.Pending = first2.Ref(), left, true
 	return st, q.changed, left, nil
+}
+
+// claimPlace moves holder up one cohort if its claim shows f+1 members
+// put it there (protocol.VerifyClaim), and reports whether it moved. It
+// looks at most at one claim per queue entry (queue.checkClaim), and
+// verifies at most f+1 signatures of it; a claim that fails is the
+// entry's last. The caller holds sh.mu.
+func (n *Node) claimPlace(q *queue, resource string, holder protocol.Holder, claim []protocol.SignedPlace) bool {
+	c := protocol.ClaimCohort(claim)
+	if !q.checkClaim(holder, c) {
+		return false
+	}
+	if _, err := protocol.VerifyClaim(n.cfg.Cluster, resource, holder.Ref(), claim); err != nil {
+		log.Infow("wait claim refused", "node", n.Index(), "resource", resource, "identity", holder.ID, "cohort", c, "err", err)
+		return false
+	}
+	q.moveUp(holder, c)
+	return true
+}
+
+// place is this node's signed place for the waiter at index i of q,
+// signed once per cohort. A node whose identity key cannot sign gives no
+// place (its waiters then cannot cite it in a claim). The caller holds
+// sh.mu.
+func (n *Node) place(q *queue, i int) *protocol.SignedPlace {
+	w := &q.waiters[i]
+	if w.place != nil && w.place.Cohort == w.cohort {
+		return w.place
+	}
+	key := n.host.Peerstore().PrivKey(n.host.ID())
+	p := protocol.Place{Cluster: n.cfg.Cluster.ID, Resource: q.resource, Holder: w.holder.Ref(), Cohort: w.cohort, Member: n.Index()}
+	sp, err := protocol.SignPlace(key, p)
+	if err != nil {
+		log.Warnw("cannot sign a waiter's place", "node", n.Index(), "resource", q.resource, "err", err)
+		return nil
+	}
+	w.place = &sp
+	return w.place
 }
 
 // unpoll ends one long poll of holder.

@@ -224,13 +224,34 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzSignedVote", "invalid-zero-holder", wire(vote(Holder{})))
 	add("FuzzEvidence", "invalid-same-session", wire(vote(testHolder), vote(testHolder)))
 	add("FuzzEvidence", "invalid-zero-session", wire(vote(testHolder), vote(noSession)))
-	add("FuzzWaitRequest", "invalid-zero-session", wire(st.Cluster[:], wstr("r"), zs, wu64(1), wu64(0)))
-	add("FuzzWaitRequest", "invalid-resource-rlo", wire(st.Cluster[:], wstr(rlo), sess, wu64(1), wu64(0)))
-	add("FuzzWaitRequest", "invalid-max-wait-out-of-range", wire(st.Cluster[:], wstr("r"), sess, wu64(tooLongMS), wu64(0)))
-	add("FuzzWaitRequest", "invalid-no-cohort", wire(st.Cluster[:], wstr("r"), sess, wu64(1)))
-	add("FuzzWaitReply", "invalid-free-with-holder", wire(wu8(0), wu8(1), wu64(1), whld(testHolder), wu64(0), wu64(0), wu8(0), wu64(3), wstr("")))
-	add("FuzzWaitReply", "invalid-free-flag-2", wire(wu8(0), wu8(2), wu64(1), none, wu64(0), wu64(0), wu8(0), wu64(3), wstr("")))
-	add("FuzzWaitReply", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu8(0), wu64(1), none, wu64(0), wu64(0), wu8(0), wu64(0), wstr("")))
+	key := testKey[:]
+	var zeroKey SessionKey
+	claim := testClaim(fx, 41, 1, 2)
+	otherPlace := claim[1]
+	otherPlace.Holder = keyHolder2.Ref()
+	elsewhere := claim[1]
+	elsewhere.Resource = "other"
+	longSig := claim[1]
+	longSig.Sig = append(append([]byte(nil), fx.identitySig...), 0)
+	add("FuzzWaitRequest", "invalid-zero-key", wire(st.Cluster[:], wstr("r"), zeroKey[:], wu64(1), wu8(0)))
+	add("FuzzWaitRequest", "invalid-session-id-not-key", wire(st.Cluster[:], wstr("r"), sess, wu64(1), wu8(0)))
+	add("FuzzWaitRequest", "invalid-resource-rlo", wire(st.Cluster[:], wstr(rlo), key, wu64(1), wu8(0)))
+	add("FuzzWaitRequest", "invalid-max-wait-out-of-range", wire(st.Cluster[:], wstr("r"), key, wu64(tooLongMS), wu8(0)))
+	add("FuzzWaitRequest", "invalid-no-claim", wire(st.Cluster[:], wstr("r"), key, wu64(1)))
+	add("FuzzWaitRequest", "invalid-version-1-cohort", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu64(41)))
+	add("FuzzWaitRequest", "invalid-claim-too-many", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(MaxClaimPlaces+1)))
+	add("FuzzWaitRequest", "invalid-claim-count-short", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(3), wplace(claim[0]), wplace(claim[1])))
+	add("FuzzWaitRequest", "invalid-claim-member-twice", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(2), wplace(claim[0]), wplace(claim[0])))
+	add("FuzzWaitRequest", "invalid-claim-two-holders", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(2), wplace(claim[0]), wplace(otherPlace)))
+	add("FuzzWaitRequest", "invalid-claim-other-resource", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(2), wplace(claim[0]), wplace(elsewhere)))
+	add("FuzzWaitRequest", "invalid-claim-signature-too-long", wire(st.Cluster[:], wstr(st.Resource), key, wu64(1), wu8(2), wplace(claim[0]), wplace(longSig)))
+	noRef := wref(HolderRef{})
+	add("FuzzWaitReply", "invalid-free-with-holder", wire(wu8(0), wu8(1), wu64(1), wref(testHolder.Ref()), wu64(0), wu64(0), wu8(0), wu64(3), wu8(0), wstr("")))
+	add("FuzzWaitReply", "invalid-free-flag-2", wire(wu8(0), wu8(2), wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu64(3), wu8(0), wstr("")))
+	add("FuzzWaitReply", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu8(0), wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu64(0), wu8(0), wstr("")))
+	add("FuzzWaitReply", "invalid-holder-session-id", wire(wu8(0), wu8(0), wu64(1), whld(otherHolder), wu64(1), wu64(0), wu8(0), wu64(3), wu8(0), wstr("")))
+	add("FuzzWaitReply", "invalid-place-other-cohort", wire(wu8(0), wu8(1), wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu64(3), wu8(1), wplace(claim[0]), wstr("")))
+	add("FuzzWaitReply", "invalid-place-flag-2", wire(wu8(0), wu8(1), wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu64(41), wu8(2), wplace(claim[0]), wstr("")))
 	add("FuzzAck", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu64(1), wu64(0), wstr("")))
 	add("FuzzAck", "invalid-message-not-utf8", wire(wu8(1), wu64(1), wu64(0), wstr("\xc3")))
 

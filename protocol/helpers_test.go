@@ -124,6 +124,7 @@ func validMessages(tb testing.TB) []namedMsg {
 	stC := st
 	stC.Holder = sameIDHolder
 	voteC := SignedVote{Node: 2, Statement: stC, IdentitySig: fx.identitySig}
+	place42, place43 := testClaim(fx, 42, 2)[0], testClaim(fx, 43, 2)[0]
 	msgs := []struct {
 		name  string
 		value interface{ Marshal() []byte }
@@ -140,11 +141,12 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: otherHolder, LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/busy-same-identity", AcquireReply{Kind: KindBusy, Holder: sameIDHolder, LeaseEpoch: 42, Left: time.Second}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/queued", AcquireReply{Kind: KindQueued, Holder: otherHolder, Left: 900 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
-		{"WaitRequest", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Session: testSession, MaxWait: 4 * time.Second, Cohort: 41}, decodeAs(UnmarshalWaitRequest)},
-		{"WaitRequest/register", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Session: testSession}, decodeAs(UnmarshalWaitRequest)},
-		{"WaitReply/free", WaitReply{Free: true, LastEpoch: 42, Cohort: 42}, decodeAs(UnmarshalWaitReply)},
-		{"WaitReply/held", WaitReply{LastEpoch: 42, Holder: otherHolder, LeaseEpoch: 42, Left: 2 * time.Second, Cohort: 42}, decodeAs(UnmarshalWaitReply)},
-		{"WaitReply/reserved", WaitReply{LastEpoch: 42, Holder: otherHolder, Left: 700 * time.Millisecond, Pending: true, Cohort: 43}, decodeAs(UnmarshalWaitReply)},
+		{"WaitRequest", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: testKey, MaxWait: 4 * time.Second, Claim: testClaim(fx, 41, 1, 2)}, decodeAs(UnmarshalWaitRequest)},
+		{"WaitRequest/register", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: testKey}, decodeAs(UnmarshalWaitRequest)},
+		{"WaitReply/free", WaitReply{Free: true, LastEpoch: 42, Cohort: 42, Place: &place42}, decodeAs(UnmarshalWaitReply)},
+		{"WaitReply/held", WaitReply{LastEpoch: 42, Holder: otherHolder.Ref(), LeaseEpoch: 42, Left: 2 * time.Second, Cohort: 42, Place: &place42}, decodeAs(UnmarshalWaitReply)},
+		{"WaitReply/reserved", WaitReply{LastEpoch: 42, Holder: otherHolder.Ref(), Left: 700 * time.Millisecond, Pending: true, Cohort: 43, Place: &place43}, decodeAs(UnmarshalWaitReply)},
+		{"WaitReply/no-room", WaitReply{LastEpoch: 42, Holder: otherHolder.Ref(), LeaseEpoch: 42, Left: time.Second}, decodeAs(UnmarshalWaitReply)},
 		{"WaitReply/refused", WaitReply{Code: CodeUnauthorised, Message: "may not acquire"}, decodeAs(UnmarshalWaitReply)},
 		{"AcquireReply/refuse", AcquireReply{Kind: KindRefuse, Code: CodeStale, LastEpoch: 42, Message: "epoch 40 is not above 42"}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse-other-era", AcquireReply{Kind: KindRefuse, Code: CodeOtherEra, LastEpoch: 1 << EraBits, Message: "this node belongs to an earlier era; stop it"}, decodeAs(UnmarshalAcquireReply)},
@@ -200,6 +202,39 @@ func whld(h Holder) []byte {
 
 // wsess is a session ID field.
 func wsess(s SessionID) []byte { return append([]byte(nil), s[:]...) }
+
+// testKey is the session key of keyHolder, the holder the reference Wait
+// requests name.
+var (
+	testKey    = SessionKey{0x5e, 0x55, 1, 2, 3}
+	keyHolder  = Holder{ID: testHolder.ID, Session: testKey.Session()}
+	keyHolder2 = Holder{ID: testHolder.ID, Session: SessionKey{0x5e, 0x55, 9}.Session()}
+)
+
+// testClaim is a claim of keyHolder on the reference resource in cohort,
+// one place per member, with the fixture's stand-in signature (it decodes
+// but never verifies).
+func testClaim(fx fixture, cohort uint64, members ...int) []SignedPlace {
+	var out []SignedPlace
+	for _, m := range members {
+		out = append(out, SignedPlace{Place: Place{Cluster: fx.stmt.Cluster, Resource: fx.stmt.Resource, Holder: keyHolder.Ref(), Cohort: cohort, Member: m}, Sig: fx.identitySig})
+	}
+	return out
+}
+
+// wplace is a signed place field.
+func wplace(p SignedPlace) []byte {
+	e := encoder{}
+	e.place(p)
+	return e.b
+}
+
+// wref is a holder reference field.
+func wref(r HolderRef) []byte {
+	e := encoder{}
+	e.holderRef(r)
+	return e.b
+}
 
 // wu8 is a one-byte field.
 func wu8(v uint8) []byte { return []byte{v} }

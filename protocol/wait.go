@@ -6,7 +6,11 @@ import "time"
 // node answers when the resource is free for that waiter, or when the
 // request's MaxWait (capped by the node) ends. It is how a node that
 // answered Busy notifies its waiters (push handoff, DESIGN L2).
-const ProtoWait = "/palisade/wait/1.0.0"
+//
+// Version 2 carries the session key instead of the session ID, the
+// waiter's claim as signed places (see Place) instead of a cohort number,
+// and names holders in replies by HolderRef.
+const ProtoWait = "/palisade/wait/2.0.0"
 
 // KindQueued is the Acquire reply of a node whose resource is free but
 // reserved for an earlier waiter: Holder is that waiter, Left how long
@@ -19,18 +23,24 @@ const KindQueued ReplyKind = 4
 type WaitRequest struct {
 	Cluster  ClusterID
 	Resource string
-	// Session is the waiting acquisition's session ID; never zero.
-	Session SessionID
+	// Key is the waiting acquisition's session key; the node derives the
+	// session from it (Key.Session), so only the process that drew the key
+	// can wait, or claim a place, for that session. Never zero.
+	Key SessionKey
 	// MaxWait is how long the node may hold the request; nodes cap it
 	// (a few seconds). Zero asks for the state at once (and joins the
 	// queue).
 	MaxWait time.Duration
-	// Cohort, if not zero, is the place in line the waiter was given by
-	// the (f+1)-th lowest of the nodes (WaitReply.Cohort): a node that put
-	// it one cohort later, because the waiter's request reached it just
-	// after a handoff, moves it up, so every node orders the waiters
-	// alike. A node never moves a waiter up by more than one cohort.
-	Cohort uint64
+	// Claim, if not empty, is the waiter's proof of an earlier place: the
+	// signed places (WaitReply.Place) of f+1 distinct members, the f+1
+	// with the lowest cohorts; it claims the latest of their cohorts
+	// (ClaimCohort). A node that put the waiter exactly one cohort later,
+	// because the waiter's request reached it just after a handoff, moves
+	// it up if the signatures verify, so every node orders the waiters
+	// alike. A node checks at most one claim per queue entry, and a claim
+	// that fails is the waiter's last. At most MaxClaimPlaces places, all
+	// for this cluster, resource and one holder, from distinct members.
+	Claim []SignedPlace
 }
 
 // WaitReply answers a WaitRequest.
@@ -47,14 +57,18 @@ type WaitReply struct {
 	LastEpoch uint64
 	// Holder, LeaseEpoch, Left and Pending say, when not Free, what holds
 	// the resource: a lease (Pending: an uncommitted vote) or the
-	// reservation of an earlier waiter (LeaseEpoch 0, Pending).
-	Holder     Holder
+	// reservation of an earlier waiter (LeaseEpoch 0, Pending). The holder
+	// is named by its HolderRef: no reply shows a session ID.
+	Holder     HolderRef
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool
 	// Cohort is the waiter's place in this node's line (the lease
 	// generation it waits behind), 0 if the node has no room for it.
 	Cohort uint64
+	// Place is the node's signed statement of that place (nil when Cohort
+	// is 0): what the waiter shows other nodes in its claim.
+	Place *SignedPlace
 	// Message explains a refusal.
 	Message string
 }
@@ -70,9 +84,9 @@ func (m WaitRequest) Marshal() []byte {
 	e.u8(Version)
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
-	e.fixed(m.Session[:])
+	e.sessionKey(m.Key)
 	e.u64(durMS(m.MaxWait))
-	e.u64(m.Cohort)
+	e.claim(m.Claim)
 	return e.b
 }
 
@@ -82,9 +96,9 @@ func UnmarshalWaitRequest(b []byte) (WaitRequest, error) {
 		var m WaitRequest
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
-		m.Session = d.session()
+		m.Key = d.sessionKey()
 		m.MaxWait = msDur(d, "max wait")
-		m.Cohort = d.u64("cohort")
+		m.Claim = d.claim(m.Cluster, m.Resource)
 		return m
 	})
 }
@@ -96,11 +110,12 @@ func (m WaitReply) Marshal() []byte {
 	e.u8(uint8(m.Code))
 	e.flag(m.Free)
 	e.u64(m.LastEpoch)
-	e.holder(m.Holder)
+	e.holderRef(m.Holder)
 	e.u64(m.LeaseEpoch)
 	e.u64(durMS(m.Left))
 	e.flag(m.Pending)
 	e.u64(m.Cohort)
+	e.optPlace(m.Place)
 	e.str(truncate(m.Message))
 	return e.b
 }
@@ -112,15 +127,19 @@ func UnmarshalWaitReply(b []byte) (WaitReply, error) {
 			Code:       d.code(),
 			Free:       d.flag("free flag"),
 			LastEpoch:  d.u64("last epoch"),
-			Holder:     d.optHolder("holder"),
+			Holder:     d.optHolderRef("holder"),
 			LeaseEpoch: d.u64("lease epoch"),
 			Left:       msDur(d, "left"),
 			Pending:    d.flag("pending flag"),
 			Cohort:     d.u64("cohort"),
+			Place:      d.optPlace(),
 			Message:    d.str("message", MaxMessageLen),
 		}
 		if d.err == nil && m.Free && !m.Holder.IsZero() {
 			d.fail("free reply names a holder")
+		}
+		if d.err == nil && m.Place != nil && m.Place.Cohort != m.Cohort {
+			d.fail("place in cohort %d, reply says %d", m.Place.Cohort, m.Cohort)
 		}
 		return m
 	})
