@@ -95,7 +95,19 @@ type waiter struct {
 	seen  time.Time
 	polls int
 	told  time.Time
+	// votes counts the uncommitted votes this node gave the waiter's
+	// session while it was queued: each spent a reservation (see
+	// maxUncommittedVotes).
+	votes int
 }
+
+// maxUncommittedVotes is how many times a waiter may spend its turn on a
+// vote that is never committed (abandoned after a split round, or left to
+// time out) before its turn counts as unused: an honest client's round
+// splits now and then, but a client that keeps taking the vote and never
+// the lease would otherwise hold a free resource for its own session for
+// ever, one reservation window after another.
+const maxUncommittedVotes = 3
 
 // pollGap is how long a waiter may be between two of its long polls (it
 // just had an answer and asks again) and still be taken for present.
@@ -341,8 +353,8 @@ func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol
 			q.reserved = protocol.Holder{}
 			return protocol.Holder{}, 0, dropped, expired, false
 		}
-		if !w.present(now, reserveFor) {
-			if q.reserved == w.holder {
+		if !w.present(now, reserveFor) || w.votes >= maxUncommittedVotes {
+			if q.reserved == w.holder || w.votes >= maxUncommittedVotes {
 				q.lapse(w.holder.ID)
 				expired = append(expired, w.holder)
 			}
@@ -391,6 +403,14 @@ func (q *queue) leaseCommitted(gen uint64) {
 	if gen > q.leaseGen {
 		q.leaseGen = gen
 		q.lapsed = nil
+	}
+}
+
+// voted records that h's session took this node's vote (uncommitted) on
+// the resource: its turn is spent once more.
+func (q *queue) voted(h protocol.Holder) {
+	if i := q.find(h); i >= 0 {
+		q.waiters[i].votes++
 	}
 }
 

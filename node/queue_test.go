@@ -136,6 +136,38 @@ func TestQueueLapse(t *testing.T) {
 	require.True(t, q.isLapsed(fmt.Sprintf("id-%d", maxLapsed-1)))
 }
 
+// A waiter that keeps taking the vote and never the lease (abandoning it,
+// or letting it time out) spends its turn: after maxUncommittedVotes its
+// reservation counts as unused, and the next waiter's turn comes.
+func TestQueueVotesNeverCommitted(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	res := ""
+	for i := 0; res == ""; i++ {
+		if r := fmt.Sprintf("r-%d", i); rank(r, 1, bob.ID) < rank(r, 1, alice.ID) {
+			res = r
+		}
+	}
+	q := newQueue(res)
+	q.touch(bob, 1, 8, 2, at(0))
+	q.touch(alice, 1, 8, 2, at(0))
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
+	}
+	for v := range maxUncommittedVotes {
+		h, _, _, expired, _ := q.reservation(at(time.Duration(v)*time.Millisecond), time.Second)
+		require.Equal(t, bob, h, "vote %d: an honest split round keeps the turn", v)
+		require.Empty(t, expired)
+		q.voted(bob)
+		q.busy()
+	}
+	h, _, _, expired, _ := q.reservation(at(10*time.Millisecond), time.Second)
+	require.Equal(t, []protocol.Holder{bob}, expired)
+	require.Equal(t, alice, h)
+	require.True(t, q.isLapsed(bob.ID))
+	q.voted(carol) // not queued: nothing to count
+	require.Equal(t, -1, q.find(carol))
+}
+
 // startNode1Limits is node 1 on clock with limits.
 func (lc *limitsCluster) startNode1Limits(t testing.TB, clock clockwork.Clock, limits Limits) *Node {
 	t.Helper()

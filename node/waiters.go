@@ -141,6 +141,9 @@ func (n *Node) changed(sh *shard, o Outcome) {
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
 		q.busy()
+		if !l.Committed && o.Kind == protocol.KindVote && !o.Repeat {
+			q.voted(l.Holder)
+		}
 		if l.Committed {
 			q.leaseCommitted(l.Epoch)
 			if q.committed(l.Holder) {
