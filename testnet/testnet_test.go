@@ -73,7 +73,7 @@ func TestAcquireReleaseReacquire(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrBusy)
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
-	require.Equal(t, l1.Token().Holder, busy.Holder)
+	require.Equal(t, l1.Token().Holder.Ref(), busy.Holder)
 
 	require.NoError(t, l1.Release(ctx))
 	l2, err := c2.TryAcquire(ctx, "orders-db")
