@@ -699,11 +699,26 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	defer n.served(from, req.Token)
-	return n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
+	reply, err := n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
 		shown.TokenRelease = req.TokenRelease
 		return n.cfg.Rules.Commit(rec, from.String(), req.Token, shown, req.TTL, now)
 	})
+	n.servedBy(from, req.Token, req.Key, reply)
+	return reply, err
+}
+
+// servedBy takes tok's session out of its wait queue (served) after a
+// Commit or Release from its holder's identity that carried the session's
+// key, or that the node accepted: a sibling process of the identity, which
+// has neither, cannot take the session's place in line away with a forged
+// token (issue 20).
+func (n *Node) servedBy(from peer.ID, tok protocol.Token, key protocol.SessionKey, reply []byte) {
+	if key.IsZero() || key.Session() != tok.Holder.Session {
+		if a, err := protocol.UnmarshalAck(reply); err != nil || a.Code != protocol.CodeOK {
+			return
+		}
+	}
+	n.served(from, tok)
 }
 
 // ErrWrongKeyMessage is the refusal of a Commit or Release whose session
@@ -781,10 +796,11 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	defer n.served(from, req.Token)
-	return n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
+	reply, err := n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
 		return n.cfg.Rules.Release(rec, req.Token, shown, now)
 	})
+	n.servedBy(from, req.Token, req.Key, reply)
+	return reply, err
 }
 
 func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {

@@ -176,3 +176,34 @@ func TestReleaseThroughHandler(t *testing.T) {
 	require.Equal(t, checks, d.n.LimitStats().TokenChecks)
 	require.False(t, live("orders-cert"))
 }
+
+// TestForgedTokenKeepsWaiterPlace: a sibling process of a waiter's
+// identity cannot take the waiter's place in line away with a forged
+// Commit or Release naming the waiter's session; the waiter's own Release
+// (with its key) does leave the line.
+func TestForgedTokenKeepsWaiterPlace(t *testing.T) {
+	lc := newLimitsCluster(t)
+	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, NewMemStore(), Limits{}, "")}
+	a, b := lc.everything, lc.ordersOnly
+	const res = "orders-line"
+	ha, hb := limitsHolder(a.String()), keyHolder(b.String(), 9)
+	require.Equal(t, protocol.KindVote, d.acquire(a, ha, res, 1).Kind)
+	require.Equal(t, protocol.CodeOK, d.commit(a, d.token(lc.cluster.Statement(res, 1, ha))).Code)
+
+	// b's session waits (a long poll of no time joins the line).
+	// (The one line that names b's session in a Wait request.)
+	d.call(b, protocol.ProtoWait, protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Session: hb.Session}.Marshal())
+	require.Equal(t, 1, d.n.QueueStats().Waiters)
+
+	// A sibling of b forges b's token at a later epoch: refused, and b keeps
+	// its place.
+	forged := d.forged(d.token(lc.cluster.Statement(res, 2, hb)))
+	require.NotEqual(t, protocol.CodeOK, d.commitReq(b, protocol.CommitRequest{Token: forged}).Code)
+	require.NotEqual(t, protocol.CodeOK, d.releaseReq(b, protocol.ReleaseRequest{Token: forged}).Code)
+	require.Equal(t, 1, d.n.QueueStats().Waiters, "the forgeries took no place away")
+
+	// b's own request (with its key) leaves the line, whatever the node
+	// made of it.
+	d.releaseReq(b, protocol.ReleaseRequest{Token: forged, Key: keyOf(hb)})
+	require.Zero(t, d.n.QueueStats().Waiters)
+}
