@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,13 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Seed seeds the backoff jitter; 0 picks a random seed.
 	Seed uint64
+	// SessionKeys is where each acquisition draws its session key
+	// (protocol.NewSessionKey); nil is crypto/rand. The key is the only
+	// proof that a process owns its session, so whatever it reads must be
+	// unpredictable to every other process; tests that must act on a
+	// session from outside the Lock read the same bytes. It must be safe
+	// for concurrent use.
+	SessionKeys io.Reader
 }
 
 func (c *Config) validate() error {
@@ -289,11 +297,21 @@ func (c *Client) Close() error {
 type Option func(*acquireOptions)
 
 type acquireOptions struct {
-	ttl time.Duration
+	ttl          time.Duration
+	tokenRelease bool
 }
 
 // WithTTL sets the lease length (default Config.DefaultTTL).
 func WithTTL(d time.Duration) Option { return func(o *acquireOptions) { o.ttl = d } }
+
+// WithTokenRelease lets the lease also be released by its token alone
+// (Client.Release), from a process that does not hold the Lock: the
+// command line's acquire exits after printing the token, and a later
+// release has only the token. Without it (the default) only the Lock that
+// acquired can release, renew or abandon its session: it alone knows the
+// session's key. With it, any process of this client identity that has the
+// token can end the lease (never extend it or take it over).
+func WithTokenRelease() Option { return func(o *acquireOptions) { o.tokenRelease = true } }
 
 // Acquire obtains a token for resource and starts renewing its lease. Like
 // etcd's concurrency.Mutex.Lock, it waits until the lock is held or ctx
@@ -370,7 +388,7 @@ func (c *Client) lock(ctx context.Context, resource string, o acquireOptions, wa
 			return nil, ErrClosed
 		}
 	}
-	lock, err := c.acquire(ctx, resource, o.ttl, wait)
+	lock, err := c.acquire(ctx, resource, o, wait)
 	if err != nil {
 		<-slot
 		return nil, err
@@ -379,13 +397,13 @@ func (c *Client) lock(ctx context.Context, resource string, o acquireOptions, wa
 	return lock, nil
 }
 
-// newPlanner starts the plan of one acquisition by holder, above the
-// epoch this client knows the resource reached.
-func (c *Client) newPlanner(resource string, holder protocol.Holder, wait bool) *planner {
+// newPlanner starts the plan of one acquisition in the session key owns,
+// above the epoch this client knows the resource reached.
+func (c *Client) newPlanner(resource string, key protocol.SessionKey, wait bool) *planner {
 	p := &planner{
 		resource: resource, f: c.f, t: c.t, era: c.era, wait: wait,
 		minBackoff: c.cfg.MinBackoff, maxBackoff: c.cfg.MaxBackoff, jitter: c.jitter,
-		holder: holder, backoff: c.cfg.MinBackoff,
+		holder: protocol.Holder{ID: c.ID(), Session: key.Session()}, key: key, backoff: c.cfg.MinBackoff,
 	}
 	p.know(c.knownEpoch(resource))
 	return p
@@ -413,13 +431,17 @@ func (c *Client) learnEpoch(resource string, epoch uint64) {
 
 // acquire drives one acquisition: rounds until one acquires or the
 // planner gives up, sleeping the pause the planner picks between them.
-func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration, wait bool) (*Lock, error) {
-	key, err := protocol.NewSessionKey(nil)
+func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions, wait bool) (*Lock, error) {
+	// Each acquisition is a session of its own, owned by a key only this
+	// process knows (issue 20): a sibling process sharing the identity key
+	// can neither renew, abandon nor release it.
+	key, err := protocol.NewSessionKey(c.cfg.SessionKeys)
 	if err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
 	}
-	p := c.newPlanner(resource, protocol.Holder{ID: c.ID(), Session: key.Session()}, wait)
-	p.key = key
+	p := c.newPlanner(resource, key, wait)
+	p.tokenRelease = o.tokenRelease
+	ttl := o.ttl
 	defer func() { c.learnEpoch(resource, p.learned()) }()
 	// last is the outcome of the last round that ran to its end: when the
 	// caller gives up in the middle of a round, that one says more (a
@@ -506,7 +528,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	proof, votesProof := c.proofs(p, sts)
 	epoch := p.pick(sts, proof)
 	stmt := c.cfg.Cluster.Statement(resource, epoch, p.holder)
-	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Session: p.holder.Session, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
+	req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Key: p.key, TTL: ttl, Proof: proof, Votes: votesProof}.Marshal()
 	received := map[int]protocol.SignedVote{}
 	defer c.rememberVotes(resource, received)
 
@@ -521,7 +543,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	if tok != nil {
 		var lock *Lock
 		var err error
-		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl)
+		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl, p)
 		if tok != nil {
 			cancel()
 			p.observe(b)
@@ -530,8 +552,8 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 		// No valid token after all: the round failed like any other.
 	}
 	p.observe(b)
-	c.drainLate(ch, len(c.members)-r.got, stmt, cancel)
-	if err := c.withdraw(ctx, stmt, r.voters()); err != nil {
+	c.drainLate(ch, len(c.members)-r.got, stmt, p.key, cancel)
+	if err := c.withdraw(ctx, stmt, p.key, r.voters()); err != nil {
 		return nil, err
 	}
 	return nil, p.outcome(b, len(r.votes))
@@ -542,32 +564,34 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 // hands out a Lock only for a token that verified. If the candidate fails,
 // a partial was invalid: the round finds it (Combine), completes a token
 // from other votes if it can and commits that one. It returns the token
-// committed (nil if none could be made) with the commit's outcome.
-func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration) (*protocol.Token, *Lock, error) {
+// committed (nil if none could be made) with the commit's outcome. The
+// commit carries the session's key (p.key) and, if asked for, lets the
+// lease be released by token (p.tokenRelease).
+func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner) (*protocol.Token, *Lock, error) {
 	verified := make(chan error, 1)
 	if !c.goFunc(func() { verified <- c.verifier.VerifyPrepared(tok, r.prep) }) {
 		return &tok, nil, ErrClosed
 	}
-	sent, left, err := c.commit(ctx, tok, ttl)
+	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease)
 	if verr := <-verified; verr != nil {
 		// S2: never hand out a token that does not verify.
 		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
 		good := r.collect(ctx, true)
 		if good == nil {
 			if err == nil {
-				c.releaseLater(tok) // the holder's own token ends the leases it started
+				c.releaseLater(tok, p.key) // the session's key ends the leases it started
 			}
 			return nil, nil, nil
 		}
 		// The same statement: nodes that started a lease for the bad
 		// token take the good one's commit as a renewal.
 		tok = *good
-		sent, left, err = c.commit(ctx, tok, ttl)
+		sent, left, err = c.commit(ctx, tok, ttl, p.key, p.tokenRelease)
 	}
 	if err != nil {
 		return &tok, nil, err
 	}
-	l := newLock(c, tok, left, sent, r.b.suspects())
+	l := newLock(c, tok, p.key, left, sent, r.b.suspects())
 	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
 	return &tok, l, nil
 }
@@ -592,12 +616,12 @@ func (c *Client) proofs(p *planner, sts []NodeStatus) (*protocol.Token, []protoc
 // withdraw abandons the votes of a failed round (see abandon). If the
 // caller gave up (ctx ended), it withdraws them without making it wait
 // and returns ctx's error.
-func (c *Client) withdraw(ctx context.Context, stmt protocol.Statement, voters []int) error {
+func (c *Client) withdraw(ctx context.Context, stmt protocol.Statement, key protocol.SessionKey, voters []int) error {
 	if ctx.Err() != nil {
-		c.goFunc(func() { c.abandon(stmt, voters) })
+		c.goFunc(func() { c.abandon(stmt, key, voters) })
 		return fmt.Errorf("client: acquire %q: %w", stmt.Resource, ctx.Err())
 	}
-	c.abandon(stmt, voters)
+	c.abandon(stmt, key, voters)
 	return nil
 }
 
@@ -651,14 +675,16 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 
 // commit tells every node the token is certified and waits for 2f+1 acks.
 // The lease runs from sent, when the commit was sent, for left (the
-// (f+1)-th shortest lease the nodes granted, at most ttl).
-func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration) (sent time.Time, left time.Duration, err error) {
+// (f+1)-th shortest lease the nodes granted, at most ttl). The commit
+// carries the session's key, so the nodes that voted skip the pairing, and
+// tokenRelease (WithTokenRelease).
+func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, key protocol.SessionKey, tokenRelease bool) (sent time.Time, left time.Duration, err error) {
 	sent = c.cfg.Clock.Now()
-	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl}.Marshal())
+	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl, Key: key, TokenRelease: tokenRelease}.Marshal())
 	if err != nil {
 		// Some nodes may have started a lease nobody will use: release it
 		// in the background rather than let it block others for its TTL.
-		c.releaseLater(tok)
+		c.releaseLater(tok, key)
 		return sent, 0, err
 	}
 	if left <= 0 || left > ttl {
@@ -667,11 +693,12 @@ func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Durati
 	return sent, left, nil
 }
 
-// releaseLater releases tok's leases in the background.
-func (c *Client) releaseLater(tok protocol.Token) {
+// releaseLater releases tok's leases, with its session's key, in the
+// background.
+func (c *Client) releaseLater(tok protocol.Token, key protocol.SessionKey) {
 	c.goFunc(func() {
 		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 		defer cancel()
-		_, _, _, _ = c.quorum(rctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
+		_, _, _, _ = c.quorum(rctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok, Key: key}.Marshal())
 	})
 }

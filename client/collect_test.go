@@ -15,7 +15,7 @@ import (
 // enough to say why it failed, never for a node that stays silent.
 
 func TestBallotDecided(t *testing.T) {
-	held := busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}}
+	held := busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob.Ref(), LeaseEpoch: 6, Left: time.Second}}
 	hard := &NodeError{Index: 1}
 	tests := []struct {
 		name string
@@ -64,7 +64,7 @@ func acquireReply(m int, ar protocol.AcquireReply) reply {
 }
 
 func busyHeld(left time.Duration) protocol.AcquireReply {
-	return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 1, Left: left}
+	return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob.Ref(), LeaseEpoch: 1, Left: left}
 }
 
 // undecidedRound starts collecting a round whose first replies, a busy

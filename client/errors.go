@@ -104,9 +104,10 @@ func (e *QuorumError) Failed() []int {
 // instead.
 type BusyError struct {
 	Resource string
-	// Holder is the lock session holding the resource (with Queued: the
-	// waiter it is reserved for).
-	Holder protocol.Holder
+	// Holder names the lock session holding the resource (with Queued: the
+	// waiter it is reserved for) by identity and session hash, as the
+	// nodes' replies do: never by session ID.
+	Holder protocol.HolderRef
 	Epoch  uint64
 	Left   time.Duration
 	// Nodes are the indices of the nodes that answered busy.

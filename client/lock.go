@@ -16,7 +16,10 @@ import (
 type Lock struct {
 	c     *Client
 	token protocol.Token
-	ttl   time.Duration
+	// key is the session's key: the proof, with every Renew and Release,
+	// that this process acquired the session (issue 20).
+	key protocol.SessionKey
+	ttl time.Duration
 	// suspects are nodes that sent invalid partials during acquisition.
 	suspects []int
 	// freeSlot lets this client acquire the resource again.
@@ -37,9 +40,9 @@ type Lock struct {
 // between itself and the nodes.
 func margin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func newLock(c *Client, tok protocol.Token, ttl time.Duration, sent time.Time, suspects []int) *Lock {
+func newLock(c *Client, tok protocol.Token, key protocol.SessionKey, ttl time.Duration, sent time.Time, suspects []int) *Lock {
 	ctx, cancel := context.WithCancel(c.ctx)
-	l := &Lock{c: c, token: tok, ttl: ttl, suspects: suspects,
+	l := &Lock{c: c, token: tok, key: key, ttl: ttl, suspects: suspects,
 		deadline: sent.Add(ttl - margin(ttl)), lost: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
 	if !c.goFunc(func() {
 		defer close(l.done)
@@ -135,7 +138,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			stop = cancel
 			ch := make(chan renewal, 1)
 			inflight = ch
-			req := protocol.RenewRequest{Cluster: l.token.Cluster, Resource: l.token.Resource, Epoch: l.token.Epoch, Session: l.token.Holder.Session, TTL: l.ttl}
+			req := protocol.RenewRequest{Cluster: l.token.Cluster, Resource: l.token.Resource, Epoch: l.token.Epoch, Key: l.key, TTL: l.ttl}
 			if !l.c.goFunc(func() {
 				_, refusals, left, err := l.c.quorum(rctx, "renew", protocol.ProtoRenew, req.Marshal())
 				ch <- renewal{sent: sent, left: left, refusals: refusals, err: err}
@@ -175,7 +178,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.markLost(nil)
 	l.cancel()
 	<-l.done
-	if _, _, _, err := l.c.quorum(ctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: l.token}.Marshal()); err != nil {
+	if _, _, _, err := l.c.quorum(ctx, "release", protocol.ProtoRelease, protocol.ReleaseRequest{Token: l.token, Key: l.key}.Marshal()); err != nil {
 		return err
 	}
 	return nil

@@ -98,9 +98,13 @@ type planner struct {
 	// other acquisition (so two processes sharing one key, or two
 	// acquisitions of one process, are distinct holders).
 	holder protocol.Holder
-	// key is the session key that owns holder's session (holder.Session
-	// is key.Session()); Wait requests carry it.
-	key protocol.SessionKey
+	// key is the session's key (holder.Session is key.Session()): it goes
+	// in every request that acts on the session (Acquire, Wait, Commit,
+	// Abandon, and the Lock's Renew and Release), never in a reply, and
+	// only this process knows it. tokenRelease asks the nodes to let the
+	// lease be released by token alone too (WithTokenRelease).
+	key          protocol.SessionKey
+	tokenRelease bool
 	// rounds counts the rounds that ended; backoff is the current
 	// exponential backoff.
 	rounds  int
@@ -386,7 +390,7 @@ func (p *planner) outcome(b *ballot, votes int) error {
 // of us (KindQueued), that more than f nodes hold: the holder the busy
 // nodes name most, with the shortest time left among them.
 func busyError(resource string, held []busyReply) *BusyError {
-	count := map[protocol.Holder]int{}
+	count := map[protocol.HolderRef]int{}
 	be := &BusyError{Resource: resource}
 	for _, b := range held {
 		be.Nodes = append(be.Nodes, b.index)
@@ -456,14 +460,15 @@ const (
 // contender is one acquisition round: a holder (a lock session) asking at
 // an epoch.
 type contender struct {
-	holder protocol.Holder
+	holder protocol.HolderRef
 	epoch  uint64
 }
 
 // tally sets the split role from a failed round of our session
 // (p.holder): our votes, and the uncommitted votes that busy nodes report
 // for other contenders. The contender with the most votes goes first; ties
-// go to the lowest hash of (resource, epoch, holder), which every client
+// go to the lowest hash of (resource, epoch, holder reference: identity
+// and session hash, all a Busy reply shows of a holder), which every client
 // computes alike and which changes from epoch to epoch, so no client always
 // wins ties. Contenders that saw the same replies agree on the order
 // without talking to each other. f Byzantine nodes inventing a contender
@@ -474,7 +479,7 @@ type contender struct {
 // that crashed or stalled mid-round. Then the role is splitStuck and we
 // wait for those votes to time out rather than burn epochs against them.
 func (p *planner) tally(resource string, epoch uint64, votes int, busy []busyReply) {
-	self := p.holder
+	self := p.holder.Ref() // replies name holders by reference only
 	count := map[contender]int{}
 	if votes > 0 {
 		count[contender{self, epoch}] = votes

@@ -117,12 +117,12 @@ func TestBallotQueued(t *testing.T) {
 	p := testPlanner(1, true)
 	b := &ballot{epoch: 5}
 	for i := 1; i <= 2; i++ {
-		b.observe(member{index: i}, protocol.AcquireReply{Kind: protocol.KindQueued, Holder: bob, Left: 700 * time.Millisecond})
+		b.observe(member{index: i}, protocol.AcquireReply{Kind: protocol.KindQueued, Holder: bob.Ref(), Left: 700 * time.Millisecond})
 	}
 	var busy *BusyError
 	require.ErrorAs(t, p.outcome(b, 1), &busy)
 	require.True(t, busy.Queued)
-	require.Equal(t, bob, busy.Holder)
+	require.Equal(t, bob.Ref(), busy.Holder)
 	require.Contains(t, busy.Error(), "reserved for")
 	require.Equal(t, verdictBusy, p.next(busy).kind)
 }
@@ -146,7 +146,7 @@ func refusal(code protocol.Code, last uint64) protocol.AcquireReply {
 }
 
 func TestBallotObserve(t *testing.T) {
-	committed := protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}
+	committed := protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob.Ref(), LeaseEpoch: 6, Left: time.Second}
 	tests := []struct {
 		name       string
 		reply      protocol.AcquireReply
@@ -183,7 +183,7 @@ func TestBallotObserve(t *testing.T) {
 
 func TestPlannerOutcome(t *testing.T) {
 	held := func(idx int, h protocol.Holder, left time.Duration) busyReply {
-		return busyReply{index: idx, AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: h, LeaseEpoch: 6, Left: left}}
+		return busyReply{index: idx, AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: h.Ref(), LeaseEpoch: 6, Left: left}}
 	}
 	hard := &NodeError{Index: 1, Err: errors.New("unauthorised")}
 	tests := []struct {
@@ -205,7 +205,7 @@ func TestPlannerOutcome(t *testing.T) {
 			wantErr: ErrBusy, check: func(t *testing.T, err error) {
 				var be *BusyError
 				require.ErrorAs(t, err, &be)
-				require.Equal(t, bob, be.Holder, "the holder most busy nodes name")
+				require.Equal(t, bob.Ref(), be.Holder, "the holder most busy nodes name")
 				require.Equal(t, 2*time.Second, be.Left, "its shortest time left")
 				require.Equal(t, []int{2, 3, 4}, be.Nodes)
 			}},
@@ -232,7 +232,7 @@ func TestPlannerOutcome(t *testing.T) {
 
 func TestPlannerNext(t *testing.T) {
 	retry := errRetry{err: &QuorumError{Op: "acquire"}}
-	busy := &BusyError{Resource: planRes, Holder: bob, Left: 200 * time.Millisecond}
+	busy := &BusyError{Resource: planRes, Holder: bob.Ref(), Left: 200 * time.Millisecond}
 	noNodes := &QuorumError{Op: "status"}
 	refused := &RefusedError{Op: "acquire"}
 	tests := []struct {

@@ -235,13 +235,14 @@ func dropIndex(ps []crypto.PartialSig, idx int) []crypto.PartialSig {
 
 // abandon withdraws our uncommitted votes for stmt (a failed round) from
 // the nodes that gave them, so a split resolves without waiting for vote
-// expiry.
-func (c *Client) abandon(stmt protocol.Statement, voters []int) {
+// expiry. key is the session's key: nodes drop only the votes of the
+// session it owns.
+func (c *Client) abandon(stmt protocol.Statement, key protocol.SessionKey, voters []int) {
 	if len(voters) == 0 {
 		return
 	}
 	resource, epoch := stmt.Resource, stmt.Epoch
-	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Session: stmt.Holder.Session}.Marshal()
+	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Epoch: epoch, Key: key}.Marshal()
 	var wg sync.WaitGroup
 	for _, idx := range voters {
 		m := c.members[idx-1]
@@ -292,7 +293,7 @@ func (c *Client) markSilent(idx int, silent bool) {
 // timeout, and every other contender would meet it as busy: with exactly t
 // honest nodes up, that alone keeps contenders splitting. Each call is
 // bounded by RequestTimeout, and the drain stops when the client closes.
-func (c *Client) drainLate(ch <-chan reply, n int, stmt protocol.Statement, stop context.CancelFunc) {
+func (c *Client) drainLate(ch <-chan reply, n int, stmt protocol.Statement, key protocol.SessionKey, stop context.CancelFunc) {
 	if n == 0 {
 		stop()
 		return
@@ -314,7 +315,7 @@ func (c *Client) drainLate(ch <-chan reply, n int, stmt protocol.Statement, stop
 				return
 			}
 		}
-		c.abandon(stmt, late)
+		c.abandon(stmt, key, late)
 	}) {
 		stop()
 	}

@@ -17,12 +17,16 @@ var ErrNotHolder = errors.New("client: not the token's holder")
 // whose Lock this process no longer has: one that "palisade acquire"
 // printed, or one an earlier process of this identity acquired. The
 // client's identity must be the token's holder identity (the session in
-// the token picks the lease). It waits until 2f+1 nodes acknowledged the
-// release, or until it is certain they cannot.
+// the token picks the lease), and the lease must have been acquired
+// WithTokenRelease: this process does not know the session's key, so the
+// nodes end the lease only for a genuine token of a lease that asked for
+// release by token. It waits until 2f+1 nodes acknowledged the release, or
+// until it is certain they cannot.
 //
 // A lease that already ended (ran out, released, or passed to a newer
-// holder) cannot be released: more than f nodes then refuse with
-// protocol.CodeNotHolder, and Release returns a *RefusedError. With fewer
+// holder), or that was acquired without WithTokenRelease (a Lock's, which
+// only that Lock can release), cannot be released: more than f nodes then
+// refuse with protocol.CodeNotHolder, and Release returns a *RefusedError. With fewer
 // than 2f+1 answers it returns a *QuorumError; the lease then ends by its
 // TTL. To release a Lock this client holds, use Lock.Release, which also
 // stops its renewal.

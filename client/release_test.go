@@ -31,10 +31,10 @@ func TestReleaseByToken(t *testing.T) {
 	}
 	owner, other := nw.Keys.Clients[0], nw.Keys.Clients[1]
 
-	// The first process: acquires with a long lease and goes away
-	// without releasing.
+	// The first process: acquires with a long lease, for release by token
+	// (as palisade acquire does), and goes away without releasing.
 	first := newClient(owner)
-	lock, err := first.Acquire(ctx, "orders-db", client.WithTTL(time.Minute))
+	lock, err := first.Acquire(ctx, "orders-db", client.WithTTL(time.Minute), client.WithTokenRelease())
 	require.NoError(t, err)
 	tok := lock.Token()
 	require.NoError(t, first.Close())
@@ -56,6 +56,10 @@ func TestReleaseByToken(t *testing.T) {
 	l2, err := second.TryAcquire(ctx, "orders-db")
 	require.NoError(t, err, "the released resource is free at once, not after the minute's TTL")
 	require.Greater(t, l2.Epoch(), tok.Epoch)
+	// A Lock acquired without WithTokenRelease ends only by that Lock:
+	// the token alone is refused, even from the holder identity.
+	var refused *client.RefusedError
+	require.ErrorAs(t, newClient(owner).Release(ctx, l2.Token()), &refused)
 	require.NoError(t, l2.Release(ctx))
 
 	// The released lease is gone: a second release is refused by every

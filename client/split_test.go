@@ -11,7 +11,7 @@ import (
 )
 
 func pendingBusy(holder protocol.Holder, epoch uint64, left time.Duration) busyReply {
-	return busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder, LeaseEpoch: epoch, Left: left, Pending: true}}
+	return busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder.Ref(), LeaseEpoch: epoch, Left: left, Pending: true}}
 }
 
 // The contenders of these tests: lock sessions of two identities.
@@ -31,8 +31,8 @@ func TestTallyMostVotesGoesFirst(t *testing.T) {
 		{"fewer votes than the rival", 1, []busyReply{pendingBusy(bob, 7, time.Second), pendingBusy(bob, 7, time.Second)}, splitLater},
 		{"no votes, a rival with one", 0, []busyReply{pendingBusy(bob, 7, time.Second)}, splitLater},
 		{"committed leases are not contenders", 1, []busyReply{
-			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}},
-			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob, LeaseEpoch: 6, Left: time.Second}},
+			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob.Ref(), LeaseEpoch: 6, Left: time.Second}},
+			{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: bob.Ref(), LeaseEpoch: 6, Left: time.Second}},
 		}, splitFirst},
 		{"nothing to order: stale refusals only", 0, nil, splitNone},
 	}

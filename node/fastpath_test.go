@@ -35,7 +35,7 @@ func (d nodeDriver) call(from peer.ID, proto string, req []byte) []byte {
 
 func (d nodeDriver) acquire(from peer.ID, h protocol.Holder, resource string, epoch uint64) protocol.AcquireReply {
 	d.t.Helper()
-	req := protocol.AcquireRequest{Cluster: d.lc.cluster.ID, Resource: resource, Epoch: epoch, Session: h.Session, TTL: 10 * time.Second}
+	req := protocol.AcquireRequest{Cluster: d.lc.cluster.ID, Resource: resource, Epoch: epoch, Key: keyOf(h), TTL: 10 * time.Second}
 	r, err := protocol.UnmarshalAcquireReply(d.call(from, protocol.ProtoAcquire, req.Marshal()))
 	require.NoError(d.t, err)
 	return r
@@ -48,12 +48,23 @@ func (d nodeDriver) ack(from peer.ID, proto string, req []byte) protocol.Ack {
 	return a
 }
 
+// commit sends a Commit of tok with its session's key, as the acquiring
+// client does.
 func (d nodeDriver) commit(from peer.ID, tok protocol.Token) protocol.Ack {
-	return d.ack(from, protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: 10 * time.Second}.Marshal())
+	return d.commitReq(from, protocol.CommitRequest{Token: tok, TTL: 10 * time.Second, Key: keyOf(tok.Holder)})
 }
 
+func (d nodeDriver) commitReq(from peer.ID, req protocol.CommitRequest) protocol.Ack {
+	return d.ack(from, protocol.ProtoCommit, req.Marshal())
+}
+
+// release sends a Release of tok with its session's key, as the Lock does.
 func (d nodeDriver) release(from peer.ID, tok protocol.Token) protocol.Ack {
-	return d.ack(from, protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal())
+	return d.releaseReq(from, protocol.ReleaseRequest{Token: tok, Key: keyOf(tok.Holder)})
+}
+
+func (d nodeDriver) releaseReq(from peer.ID, req protocol.ReleaseRequest) protocol.Ack {
+	return d.ack(from, protocol.ProtoRelease, req.Marshal())
 }
 
 // token signs st with three shares (a valid token).
@@ -273,7 +284,7 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
 	a, b := lc.everything, lc.ordersOnly
-	ha, hb := limitsHolder(a.String()), keyedHolder(b, 9)
+	ha, hb := limitsHolder(a.String()), keyHolder(b.String(), 9)
 	const res = "orders-2"
 	// A long poll runs in its own goroutine, which only sends its outcome
 	// back: the assertions run here, on the test goroutine.
@@ -284,7 +295,7 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	waitOn := func(res string, from peer.ID, h protocol.Holder) <-chan polledReply {
 		out := make(chan polledReply, 1)
 		go func() {
-			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Key: keyOf(t, h), MaxWait: 3 * time.Second}
+			req := protocol.WaitRequest{Cluster: lc.cluster.ID, Resource: res, Key: keyOf(h), MaxWait: 3 * time.Second}
 			b, err := d.n.serve(context.Background(), protocol.ProtoWait, from, req.Marshal())
 			var r protocol.WaitReply
 			if err == nil {
@@ -328,9 +339,9 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	require.EqualValues(t, 1, r.LastEpoch)
 
 	// The free resource is b's for ReserveFor: a, asking again, is queued.
-	q := d.acquire(a, protocol.Holder{ID: a.String(), Session: protocol.SessionID{8}}, res, 2)
+	q := d.acquire(a, keyHolder(a.String(), 8), res, 2)
 	require.Equal(t, protocol.KindQueued, q.Kind)
-	require.Equal(t, hb, q.Holder)
+	require.Equal(t, hb.Ref(), q.Holder)
 	require.Equal(t, uint64(1), d.record(res).LastEpoch, "a queued request uses no epoch")
 	require.Equal(t, protocol.KindVote, d.acquire(b, hb, res, 2).Kind, "the first waiter gets the vote")
 	tokB := d.token(lc.cluster.Statement(res, 2, hb))
@@ -339,31 +350,13 @@ func TestWaitAndQueuedHandoff(t *testing.T) {
 	require.Equal(t, protocol.CodeOK, d.release(b, tokB).Code)
 
 	// A waiter that does not come for its turn loses it after ReserveFor.
-	hc := keyedHolder(b, 10)
+	hc := keyHolder(b.String(), 10)
 	r = answered(wait(b, hc))
 	require.True(t, r.Free)
-	ha2 := protocol.Holder{ID: a.String(), Session: protocol.SessionID{11}}
+	ha2 := keyHolder(a.String(), 11)
 	require.Equal(t, protocol.KindQueued, d.acquire(a, ha2, res, 3).Kind)
 	clock.Advance(d.n.cfg.Rules.ReserveFor)
 	require.Equal(t, protocol.KindVote, d.acquire(a, ha2, res, 3).Kind)
-}
-
-// keyedHolder is lock session k of identity id, owned by the session key
-// {k} (see keyOf).
-func keyedHolder(id peer.ID, k byte) protocol.Holder {
-	return protocol.Holder{ID: id.String(), Session: protocol.SessionKey{k}.Session()}
-}
-
-// keyOf is the session key of a keyedHolder.
-func keyOf(t testing.TB, h protocol.Holder) protocol.SessionKey {
-	t.Helper()
-	for k := 1; k < 256; k++ {
-		if key := (protocol.SessionKey{byte(k)}); key.Session() == h.Session {
-			return key
-		}
-	}
-	t.Fatalf("%v is no keyedHolder", h)
-	return protocol.SessionKey{}
 }
 
 // TestWaitersBounded: what waiters make a node keep is bounded per

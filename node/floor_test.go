@@ -55,9 +55,9 @@ func TestEpochFloorRefusesEarlierEraTokens(t *testing.T) {
 	for _, e := range []uint64{1, floor - 1, floor} {
 		old := stateTok(e, alice)
 		for name, o := range map[string]Outcome{
-			"commit by holder":     r.Commit(fresh, alice.ID, old, true, 0, stateAt(0)),
-			"commit by non-holder": r.Commit(fresh, bob.ID, old, true, 0, stateAt(0)),
-			"release":              r.Release(fresh, old, true, stateAt(0)),
+			"commit by holder":     r.Commit(fresh, alice.ID, old, ownerShown, 0, stateAt(0)),
+			"commit by non-holder": r.Commit(fresh, bob.ID, old, ownerShown, 0, stateAt(0)),
+			"release":              r.Release(fresh, old, ownerShown, stateAt(0)),
 		} {
 			require.Equal(t, protocol.KindRefuse, o.Kind, "%s at epoch %d", name, e)
 			require.Equal(t, protocol.CodeStale, o.Code, name)
@@ -72,12 +72,12 @@ func TestEpochFloorRefusesEarlierEraTokens(t *testing.T) {
 		require.Nil(t, o.Next.Certified, "an earlier-era proof is not recorded")
 	}
 	// The first token of the new era commits as usual.
-	o := r.Commit(fresh, alice.ID, stateTok(floor+1, alice), true, 0, stateAt(0))
+	o := r.Commit(fresh, alice.ID, stateTok(floor+1, alice), ownerShown, 0, stateAt(0))
 	require.Equal(t, protocol.ReplyKind(0), o.Kind)
 	require.True(t, o.Next.Lease.Committed)
 	require.Equal(t, floor+1, o.Next.LastEpoch)
 	// Without a floor nothing is from an earlier era.
-	o = stateRules.Commit(fresh, alice.ID, stateTok(3, alice), true, 0, stateAt(0))
+	o = stateRules.Commit(fresh, alice.ID, stateTok(3, alice), ownerShown, 0, stateAt(0))
 	require.True(t, o.Next.Lease.Committed)
 }
 
@@ -104,9 +104,9 @@ func TestEraCeiling(t *testing.T) {
 			refused := map[string]Outcome{
 				"acquire":            r.Acquire(below, alice, e, 0, nil, stateAt(0)),
 				"acquire with proof": r.Acquire(below, alice, ceiling-2, 0, &newEra, stateAt(0)),
-				"commit by holder":   r.Commit(below, bob.ID, newEra, true, 0, stateAt(0)),
-				"commit relayed":     r.Commit(below, alice.ID, newEra, true, 0, stateAt(0)),
-				"release":            r.Release(below, newEra, true, stateAt(0)),
+				"commit by holder":   r.Commit(below, bob.ID, newEra, ownerShown, 0, stateAt(0)),
+				"commit relayed":     r.Commit(below, alice.ID, newEra, ownerShown, 0, stateAt(0)),
+				"release":            r.Release(below, newEra, ownerShown, stateAt(0)),
 				"seen votes":         r.SeeVotes(below, e, stateAt(0)),
 			}
 			for name, o := range refused {

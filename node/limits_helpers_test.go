@@ -114,7 +114,24 @@ func peerOf(t testing.TB, s string) peer.ID {
 	return id
 }
 
-// limitsHolder is a lock session of identity id.
-func limitsHolder(id string) protocol.Holder {
-	return protocol.Holder{ID: id, Session: protocol.SessionID{7}}
+// limitsHolder is a lock session of identity id: the one of key 7.
+func limitsHolder(id string) protocol.Holder { return keyHolder(id, 7) }
+
+// testKey is the session key numbered b.
+func testKey(b byte) protocol.SessionKey { return protocol.SessionKey{0: b, 31: 0xa5} }
+
+// keyHolder is the lock session of identity id that key b owns.
+func keyHolder(id string, b byte) protocol.Holder {
+	return protocol.Holder{ID: id, Session: testKey(b).Session()}
+}
+
+// keyOf returns the test key (testKey) that owns h's session, the zero key
+// if none does.
+func keyOf(h protocol.Holder) protocol.SessionKey {
+	for b := 0; b < 256; b++ {
+		if k := testKey(byte(b)); k.Session() == h.Session {
+			return k
+		}
+	}
+	return protocol.SessionKey{}
 }

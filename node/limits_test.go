@@ -55,9 +55,9 @@ func TestRecordCacheBoundedUnderDistinctNames(t *testing.T) {
 		case i%3 == 0:
 			proto, req = protocol.ProtoStatus, protocol.StatusRequest{Resource: res}.Marshal()
 		case i%3 == 1:
-			proto, req = protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, Session: protocol.SessionID{7}, TTL: time.Second}.Marshal()
+			proto, req = protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, Key: testKey(7), TTL: time.Second}.Marshal()
 		default:
-			proto, req = protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, Session: protocol.SessionID{7}}.Marshal()
+			proto, req = protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: res, Epoch: 1, Key: testKey(7)}.Marshal()
 		}
 		_, err := n.serve(ctx, proto, from, req)
 		require.NoError(t, err, "request %d", i)
@@ -187,8 +187,8 @@ func TestACLAppliesToEveryResourceRequest(t *testing.T) {
 		proto string
 		req   []byte
 	}{
-		{protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41, Session: protocol.SessionID{7}}.Marshal()},
-		{protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41, Session: protocol.SessionID{7}}.Marshal()},
+		{protocol.ProtoRenew, protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41, Key: testKey(7)}.Marshal()},
+		{protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "payroll", Epoch: 41, Key: testKey(7)}.Marshal()},
 		{protocol.ProtoCommit, protocol.CommitRequest{Token: tok}.Marshal()},
 		{protocol.ProtoRelease, protocol.ReleaseRequest{Token: tok}.Marshal()},
 	} {

@@ -557,8 +557,9 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeBadRequest, 0, err.Error()), nil
 	}
 	// S6: the holder is the authenticated sender's identity, so the token
-	// is bound to it.
-	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	// is bound to it; its session is the one the request's key owns, so
+	// only the process that drew the key acquires in that session.
+	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()}
 	if req.Cluster != n.cfg.Cluster.ID {
 		return refuse(protocol.CodeWrongCluster, 0, "request is for cluster "+req.Cluster.String()), nil
 	}
@@ -623,9 +624,10 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		log.Debugw("vote", "resource", req.Resource, "epoch", req.Epoch, "peer", from, "repeat", o.Repeat)
 		return protocol.AcquireReply{Kind: protocol.KindVote, Partial: o.Next.Vote, IdentitySig: o.Next.VoteIDSig}.Marshal(), nil
 	case protocol.KindBusy:
-		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder, LeaseEpoch: o.LeaseEpoch, Left: o.Left, Pending: o.Pending}.Marshal(), nil
+		// Replies name the holder by its HolderRef, never its session ID.
+		return protocol.AcquireReply{Kind: protocol.KindBusy, Holder: o.Holder.Ref(), LeaseEpoch: o.LeaseEpoch, Left: o.Left, Pending: o.Pending}.Marshal(), nil
 	case protocol.KindQueued:
-		return protocol.AcquireReply{Kind: protocol.KindQueued, Holder: o.Holder, Left: o.Left}.Marshal(), nil
+		return protocol.AcquireReply{Kind: protocol.KindQueued, Holder: o.Holder.Ref(), Left: o.Left}.Marshal(), nil
 	default:
 		n.noteLaterEra(o, from)
 		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
@@ -697,33 +699,64 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	defer n.served(from, req.Token)
-	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
-		return n.cfg.Rules.Commit(rec, from.String(), req.Token, verified, req.TTL, now)
+	reply, err := n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
+		shown.TokenRelease = req.TokenRelease
+		return n.cfg.Rules.Commit(rec, from.String(), req.Token, shown, req.TTL, now)
 	})
+	n.servedBy(from, req.Token, req.Key, reply)
+	return reply, err
 }
 
-// applyToken runs a Commit or Release transition of tok sent by from. The
-// token's signature is checked (a pairing, under from's budget of failed
-// checks) unless tok is from's own token for the statement this node voted
-// for (OwnStatement): then the holder tells the node nothing the node does
-// not know, and the transition records no certified token. The check runs
-// outside the shard lock; if the record changed meanwhile so that the
-// shortcut no longer applies, the transition runs again after the check.
-func (n *Node) applyToken(ctx context.Context, from peer.ID, tok protocol.Token, rule func(rec Record, verified bool, now time.Time) Outcome) ([]byte, error) {
+// servedBy takes tok's session out of its wait queue (served) after a
+// Commit or Release from its holder's identity that carried the session's
+// key, or that the node accepted: a sibling process of the identity, which
+// has neither, cannot take the session's place in line away with a forged
+// token (issue 20).
+func (n *Node) servedBy(from peer.ID, tok protocol.Token, key protocol.SessionKey, reply []byte) {
+	if key.IsZero() || key.Session() != tok.Holder.Session {
+		if a, err := protocol.UnmarshalAck(reply); err != nil || a.Code != protocol.CodeOK {
+			return
+		}
+	}
+	n.served(from, tok)
+}
+
+// ErrWrongKeyMessage is the refusal of a Commit or Release whose session
+// key does not own the token's session.
+const ErrWrongKeyMessage = "the session key does not own the token's session"
+
+// applyToken runs a Commit or Release transition of tok sent by from, with
+// the session key the request carried (zero if none). A key that does not
+// own the token's session is refused before anything else. The token's
+// signature is checked (a pairing, under from's budget of failed checks)
+// unless it need not be: tok is byte for byte the certified token the
+// record holds (SameCertified: checked before), or the request carries the
+// session's key and tok is from's own token for the statement this node
+// voted for (Shown.unchecked): then the holder tells the node nothing the
+// node does not know, and the transition records no certified token. A
+// token without the key is never taken unchecked (issue 20: any process of
+// the holder's identity can send one). The check runs outside the shard
+// lock; if the record changed meanwhile so that the shortcut no longer
+// applies, the transition runs again after the check.
+func (n *Node) applyToken(ctx context.Context, from peer.ID, tok protocol.Token, key protocol.SessionKey, rule func(rec Record, shown Shown, now time.Time) Outcome) ([]byte, error) {
 	if tok.Cluster != n.cfg.Cluster.ID || tok.Validate() != nil {
 		// Cheap refusals (wrong cluster, bad fields) with their reason.
 		if err := n.verifyToken(tok, tok.Resource); err != nil {
 			return protocol.Ack{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
 		}
 	}
+	keyed := !key.IsZero()
+	if keyed && key.Session() != tok.Holder.Session {
+		return protocol.Ack{Code: protocol.CodeNotHolder, Message: ErrWrongKeyMessage}.Marshal(), nil
+	}
 	errCheck := errors.New("token needs its signature checked")
 	for verified := false; ; verified = true {
 		o, err := n.apply(ctx, tok.Resource, func(rec Record, now time.Time) (Outcome, error) {
-			if !verified && !OwnStatement(rec, from.String(), tok) {
+			shown := Shown{Verified: verified || SameCertified(rec, tok), Key: keyed}
+			if !shown.Verified && !shown.unchecked(rec, from.String(), tok) {
 				return Outcome{}, errCheck
 			}
-			return rule(rec, verified, now), nil
+			return rule(rec, shown, now), nil
 		})
 		if verified || !errors.Is(err, errCheck) {
 			return n.ack(ctx, from, o, err)
@@ -743,7 +776,9 @@ func (n *Node) handleRenew(ctx context.Context, from peer.ID, b []byte) ([]byte,
 	if req.Cluster != n.cfg.Cluster.ID {
 		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
 	}
-	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	// The session is the one the key owns: knowing a session ID, even
+	// with the holder's identity key, renews nothing (issue 20).
+	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()}
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Renew(rec, holder, req.Epoch, req.TTL, now), nil
 	})
@@ -761,10 +796,11 @@ func (n *Node) handleRelease(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
-	defer n.served(from, req.Token)
-	return n.applyToken(ctx, from, req.Token, func(rec Record, verified bool, now time.Time) Outcome {
-		return n.cfg.Rules.Release(rec, req.Token, verified, now)
+	reply, err := n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
+		return n.cfg.Rules.Release(rec, req.Token, shown, now)
 	})
+	n.servedBy(from, req.Token, req.Key, reply)
+	return reply, err
 }
 
 func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {
@@ -775,7 +811,7 @@ func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byt
 	if req.Cluster != n.cfg.Cluster.ID {
 		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
 	}
-	holder := protocol.Holder{ID: from.String(), Session: req.Session}
+	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()} // as for Renew
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Abandon(rec, holder, req.Epoch, now), nil
 	})

@@ -133,12 +133,13 @@ func (n *Node) note(proto string, from peer.ID, req, reply []byte) {
 	log.Infow(name, "resource", resource, "epoch", epoch, "client", who, "left", a.Left.String())
 }
 
-// holderName names a lock session for logs by its client's name.
-func (n *Node) holderName(h protocol.Holder) string {
-	if c, ok := n.client(h.ID); ok && c.Name != "" {
-		return c.Name + "/" + h.Session.String()
+// holderName names a lock session for logs by its client's name and the
+// hash of its session, as replies name it (protocol.HolderRef).
+func (n *Node) holderName(r protocol.HolderRef) string {
+	if c, ok := n.client(r.ID); ok && c.Name != "" {
+		return c.Name + "/" + r.Session.String()
 	}
-	return h.String()
+	return r.String()
 }
 
 // requestSubject decodes the resource and epoch a request is about ("" and

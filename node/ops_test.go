@@ -36,7 +36,7 @@ func withClient(t testing.TB, c *protocol.Cluster, name string, id peer.ID, patt
 // the node's guard, as the stream handler does.
 func acquireReply(t testing.TB, n *Node, lc *limitsCluster, from peer.ID, resource string, epoch uint64, session byte) protocol.AcquireReply {
 	t.Helper()
-	req := protocol.AcquireRequest{Cluster: lc.cluster.ID, Resource: resource, Epoch: epoch, Session: protocol.SessionID{session}, TTL: time.Minute}
+	req := protocol.AcquireRequest{Cluster: lc.cluster.ID, Resource: resource, Epoch: epoch, Key: testKey(session), TTL: time.Minute}
 	b, err := n.serve(context.Background(), protocol.ProtoAcquire, from, req.Marshal())
 	require.NoError(t, err)
 	r, err := protocol.UnmarshalAcquireReply(b)
@@ -77,7 +77,7 @@ func TestSetClientsSwapsUnderLoad(t *testing.T) {
 				}
 				// A request on a fresh resource each time: the reply is a
 				// vote (list with newbie) or unauthorised (without).
-				req := protocol.AcquireRequest{Cluster: lc.cluster.ID, Resource: "jobs/g" + string(rune('a'+g)) + "-" + strconv.Itoa(i), Epoch: 1, Session: protocol.SessionID{byte(g + 1)}, TTL: time.Second}
+				req := protocol.AcquireRequest{Cluster: lc.cluster.ID, Resource: "jobs/g" + string(rune('a'+g)) + "-" + strconv.Itoa(i), Epoch: 1, Key: testKey(byte(g + 1)), TTL: time.Second}
 				b, err := n.serve(ctx, protocol.ProtoAcquire, newbie, req.Marshal())
 				if err != nil {
 					t.Errorf("serve: %v", err)
@@ -248,7 +248,7 @@ func TestDecisionMetrics(t *testing.T) {
 
 	// A renewal of a lease this node does not have is refused.
 	b, err := n.serve(context.Background(), protocol.ProtoRenew, lc.everything,
-		protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "orders-1", Epoch: 1, Session: protocol.SessionID{1}, TTL: time.Minute}.Marshal())
+		protocol.RenewRequest{Cluster: lc.cluster.ID, Resource: "orders-1", Epoch: 1, Key: testKey(1), TTL: time.Minute}.Marshal())
 	require.NoError(t, err)
 	a, err := protocol.UnmarshalAck(b)
 	require.NoError(t, err)

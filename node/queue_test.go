@@ -218,7 +218,7 @@ func TestWaitClaim(t *testing.T) {
 	next := byte(100)
 	session := func() (protocol.SessionKey, protocol.Holder) {
 		next++
-		return protocol.SessionKey{next}, keyedHolder(b, next)
+		return testKey(next), keyHolder(b.String(), next)
 	}
 	forge := func(p protocol.SignedPlace) protocol.SignedPlace {
 		p.Sig = append([]byte(nil), p.Sig...)
@@ -300,21 +300,21 @@ func TestHolderWaitsBehindOwnLease(t *testing.T) {
 	ha := limitsHolder(a.String())
 	require.Equal(t, protocol.KindVote, d.acquire(a, ha, res, 1).Kind)
 	// A pending vote: a's next session goes behind it.
-	require.EqualValues(t, 2, d.waitNow(a, res, protocol.SessionKey{1}, nil).Cohort)
-	require.EqualValues(t, 1, d.waitNow(b, res, protocol.SessionKey{2}, nil).Cohort)
+	require.EqualValues(t, 2, d.waitNow(a, res, testKey(1), nil).Cohort)
+	require.EqualValues(t, 1, d.waitNow(b, res, testKey(2), nil).Cohort)
 	tok := d.token(lc.cluster.Statement(res, 1, ha))
 	require.Equal(t, protocol.CodeOK, d.commit(a, tok).Code)
-	require.EqualValues(t, 2, d.waitNow(a, res, protocol.SessionKey{3}, nil).Cohort, "committed: still behind")
-	require.EqualValues(t, 1, d.waitNow(b, res, protocol.SessionKey{4}, nil).Cohort)
+	require.EqualValues(t, 2, d.waitNow(a, res, testKey(3), nil).Cohort, "committed: still behind")
+	require.EqualValues(t, 1, d.waitNow(b, res, testKey(4), nil).Cohort)
 	require.Equal(t, protocol.CodeOK, d.release(a, tok).Code)
-	r2, r4 := d.waitNow(b, res, protocol.SessionKey{2}, nil), d.waitNow(b, res, protocol.SessionKey{4}, nil)
+	r2, r4 := d.waitNow(b, res, testKey(2), nil), d.waitNow(b, res, testKey(4), nil)
 	require.True(t, r2.Free != r4.Free, "one of b's sessions, which waited on the lease, is first")
-	first := keyedHolder(b, 2)
+	first := keyHolder(b.String(), 2)
 	if r4.Free {
-		first = keyedHolder(b, 4)
+		first = keyHolder(b.String(), 4)
 	}
 	for _, k := range []byte{1, 3} {
-		r := d.waitNow(a, res, protocol.SessionKey{k}, nil)
+		r := d.waitNow(a, res, testKey(k), nil)
 		require.False(t, r.Free)
 		require.Equal(t, first.Ref(), r.Holder, "replies name the reserved waiter by reference")
 	}
@@ -339,18 +339,18 @@ func TestReservationLapse(t *testing.T) {
 		return metricstest.Value(t, d.n.MetricsRegistry(), MetricReservationsExpired)
 	}
 	require.Zero(t, expired())
-	hb1, ha := keyedHolder(b, 1), keyedHolder(a, 3)
-	require.True(t, d.waitNow(b, res, protocol.SessionKey{1}, nil).Free)
-	require.False(t, d.waitNow(a, res, protocol.SessionKey{3}, nil).Free)
+	hb1, ha := keyHolder(b.String(), 1), keyHolder(a.String(), 3)
+	require.True(t, d.waitNow(b, res, testKey(1), nil).Free)
+	require.False(t, d.waitNow(a, res, testKey(3), nil).Free)
 	ref, left := d.n.Reserved(res)
 	require.Equal(t, hb1.Ref(), ref)
 	require.Equal(t, d.n.cfg.Rules.ReserveFor, left)
 	// b's first session never acquires; its second one waits as well.
-	require.False(t, d.waitNow(b, res, protocol.SessionKey{2}, nil).Free)
+	require.False(t, d.waitNow(b, res, testKey(2), nil).Free)
 	clock.Advance(d.n.cfg.Rules.ReserveFor)
-	require.True(t, d.waitNow(a, res, protocol.SessionKey{3}, nil).Free, "b's reservation ran out")
+	require.True(t, d.waitNow(a, res, testKey(3), nil).Free, "b's reservation ran out")
 	require.EqualValues(t, 1, expired())
-	r := d.waitNow(b, res, protocol.SessionKey{2}, nil)
+	r := d.waitNow(b, res, testKey(2), nil)
 	require.False(t, r.Free, "b lapsed: its fresh session is not next")
 	require.Equal(t, ha.Ref(), r.Holder)
 	ref, _ = d.n.Reserved(res)

@@ -101,6 +101,6 @@ func (n *Node) Revoke(ctx context.Context, resource string, epoch uint64, detail
 		}
 		return Revoked{}, fmt.Errorf("%w: %s", ErrOtherEpoch, o.Message)
 	}
-	log.Warnw("lease revoked by the operator", "resource", resource, "epoch", o.LeaseEpoch, "holder", n.holderName(o.Holder), "pending", o.Pending, "detail", detail)
+	log.Warnw("lease revoked by the operator", "resource", resource, "epoch", o.LeaseEpoch, "holder", n.holderName(o.Holder.Ref()), "pending", o.Pending, "detail", detail)
 	return Revoked{Resource: resource, Epoch: o.LeaseEpoch, Holder: o.Holder, Committed: !o.Pending, Left: o.Left}, nil
 }

@@ -55,7 +55,7 @@ func TestRevokeRule(t *testing.T) {
 
 	// The old holder cannot bring the lease back here ...
 	tok := stateTok(4, holder)
-	c := r.Commit(o.Next, holder.ID, tok, true, time.Minute, now)
+	c := r.Commit(o.Next, holder.ID, tok, ownerShown, time.Minute, now)
 	require.Equal(t, protocol.KindRefuse, c.Kind)
 	require.Equal(t, protocol.CodeNoLease, c.Code)
 	rn := r.Renew(o.Next, holder, 4, time.Minute, now)
@@ -101,7 +101,7 @@ func startAdminNode(t *testing.T, store VoteStore) adminNode {
 // hold acquires and commits resource at epoch for from's session s.
 func (a adminNode) hold(from peer.ID, s byte, resource string, epoch uint64) protocol.Token {
 	a.t.Helper()
-	h := protocol.Holder{ID: from.String(), Session: protocol.SessionID{s}}
+	h := keyHolder(from.String(), s)
 	r := a.acquire(from, h, resource, epoch)
 	require.Equal(a.t, protocol.KindVote, r.Kind, r.Message)
 	tok := a.token(a.lc.cluster.Statement(resource, epoch, h))
@@ -208,7 +208,7 @@ func TestLocksHandler(t *testing.T) {
 	a.hold(lc.ordersOnly, 2, "orders-1", 1)
 	tok := a.hold(lc.ordersOnly, 3, "orders-2", 1)
 	// An uncommitted vote and a released lease are not live leases.
-	r := a.acquire(lc.everything, protocol.Holder{ID: lc.everything.String(), Session: protocol.SessionID{4}}, "jobs/b", 1)
+	r := a.acquire(lc.everything, keyHolder(lc.everything.String(), 4), "jobs/b", 1)
 	require.Equal(t, protocol.KindVote, r.Kind)
 	rel := a.hold(lc.everything, 5, "jobs/c", 1)
 	require.Equal(t, protocol.CodeOK, a.release(lc.everything, rel).Code)
@@ -287,7 +287,7 @@ func TestEvidenceMetricByMember(t *testing.T) {
 		require.Zero(t, v)
 	}
 	vote := func(s byte) protocol.SignedVote {
-		st := lc.cluster.Statement("orders-db", 3, protocol.Holder{ID: lc.everything.String(), Session: protocol.SessionID{s}})
+		st := lc.cluster.Statement("orders-db", 3, keyHolder(lc.everything.String(), s))
 		sig, err := lc.ids[1].Sign(st.VoteBytes())
 		require.NoError(t, err)
 		return protocol.SignedVote{Node: 2, Statement: st, IdentitySig: sig}

@@ -47,6 +47,10 @@ func (r Rules) laterEra(epoch uint64) bool {
 	return protocol.Era{Floor: r.EpochFloor}.Beyond(epoch)
 }
 
+// ErrKeyOnlyMessage is the refusal of a Release without the session key
+// of a lease whose Commit did not ask for release by token.
+const ErrKeyOnlyMessage = "this lease ends only with its session key (it was not acquired for release by token)"
+
 // ErrLaterEraMessage is the refusal a node of an earlier era gives to
 // anything from a later one.
 const ErrLaterEraMessage = "this node belongs to an earlier era (its cluster was reshared); stop it"
@@ -155,24 +159,60 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	n.LastEpoch = epoch // S1/S3: this epoch is used up; the driver persists it before the partial leaves
 	n.VoteEpoch, n.VoteHolder, n.VoteTTL = epoch, holder, r.clampTTL(ttl)
 	n.Vote = crypto.PartialSig{} // the driver signs and fills it in
+	// An uncommitted vote ends early only with the session's key
+	// (Abandon, or Release by the acquiring process): no TokenRelease.
 	n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: expires}
 	o.Kind, o.Changed = protocol.KindVote, true
 	o.audit(now, AuditVote, n.Resource, epoch, holder, "")
 	return o
 }
 
+// Shown is what a Commit or Release showed the node of its right to the
+// token's session, beyond the token's fields (issue 20: sessions that
+// cannot be borrowed).
+type Shown struct {
+	// Verified: the token is genuine: its signature was checked under the
+	// group key, or it is byte for byte the certified token the record
+	// holds (SameCertified).
+	Verified bool
+	// Key: the request carried the token's session key (the caller checked
+	// that it hashes to the token's session). Only the process that
+	// acquired knows it.
+	Key bool
+	// TokenRelease (Commit only): the committing process asked that the
+	// lease may also be released by its token alone. Honoured only with
+	// Key.
+	TokenRelease bool
+}
+
+// unchecked reports whether a token shown with s may act on rec although
+// its signature was not checked: only with the session's key, and only
+// for the statement this node voted for or holds the lease of
+// (OwnStatement). Without the key, a token whose signature nobody checked
+// proves nothing: any process of the holder's identity could have made it
+// from a Status reply.
+func (s Shown) unchecked(rec Record, sender string, tok protocol.Token) bool {
+	return s.Key && OwnStatement(rec, sender, tok)
+}
+
 // Commit records a certified token. Any sender teaches the node the epoch
 // (catch-up); only the token holder's identity starts the lease (of the
 // token's session), which runs ttl from now.
 //
-// verified says the caller checked the token's signature. The driver
-// skips the check (a pairing) only for a Commit from the token's holder of
-// the statement this node itself voted for (OwnStatement): the node
-// learns nothing from the signature then, and a bad one only fails the
-// holder at the resource. Such a token starts the lease but is not
-// recorded as certified, so the node never shows others a token it did not
-// check.
-func (r Rules) Commit(rec Record, sender string, tok protocol.Token, verified bool, ttl time.Duration, now time.Time) Outcome {
+// shown.Verified says the token is genuine (its signature was checked, or
+// it is the certified token the node holds). The driver skips the check (a
+// pairing) only for a Commit from the token's holder that carries the
+// session's key, of the statement this node itself voted for
+// (OwnStatement): the node learns nothing from the signature then, and a
+// bad one only fails the holder at the resource. Such a token starts the
+// lease but is not recorded as certified, so the node never shows others a
+// token it did not check.
+//
+// A lease committed with the key ends by token alone only if the Commit
+// asked for it (shown.TokenRelease); one committed without the key never
+// does, and a Commit without the key does not change what an existing
+// lease of the same session allows.
+func (r Rules) Commit(rec Record, sender string, tok protocol.Token, shown Shown, ttl time.Duration, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	// S1/S5: nothing is learned from a later era (the era ceiling), and a
 	// token from before a resharing starts no lease.
@@ -182,11 +222,11 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, verified bo
 	if r.earlierEra(tok) {
 		return r.refuseEarlierEra(o, tok)
 	}
-	if !verified && !OwnStatement(rec, sender, tok) {
+	if !shown.Verified && !shown.unchecked(rec, sender, tok) {
 		return o.refuse(protocol.CodeBadRequest, "token not checked") // the driver never gets here
 	}
 	o.expire(now)
-	if verified {
+	if shown.Verified {
 		o.catchUp(tok, now)
 	}
 	n := &o.Next
@@ -203,7 +243,14 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, verified bo
 	if ttl <= 0 && tok.Epoch == n.VoteEpoch {
 		ttl = n.VoteTTL
 	}
-	n.Lease = Lease{Holder: tok.Holder, Epoch: tok.Epoch, Expires: now.Add(r.clampTTL(ttl)), Committed: true}
+	tokenRelease := false
+	switch {
+	case shown.Key:
+		tokenRelease = shown.TokenRelease
+	case n.Lease.Committed && n.Lease.Holder == tok.Holder && n.Lease.Epoch == tok.Epoch:
+		tokenRelease = n.Lease.TokenRelease // a re-sent Commit without the key loosens nothing
+	}
+	n.Lease = Lease{Holder: tok.Holder, Epoch: tok.Epoch, Expires: now.Add(r.clampTTL(ttl)), Committed: true, TokenRelease: tokenRelease}
 	n.LeaseGen = max(n.LeaseGen, tok.Epoch)
 	o.Changed = true
 	o.audit(now, AuditCommit, n.Resource, tok.Epoch, tok.Holder, "")
@@ -222,6 +269,13 @@ func OwnStatement(rec Record, sender string, tok protocol.Token) bool {
 	voted := rec.VoteEpoch == tok.Epoch && rec.VoteHolder == tok.Holder && rec.Vote.Index != 0
 	leased := !rec.Lease.Holder.IsZero() && rec.Lease.Epoch == tok.Epoch && rec.Lease.Holder == tok.Holder
 	return voted || leased
+}
+
+// SameCertified reports whether tok is, byte for byte (signature
+// included), the certified token rec holds: a token this node checked
+// before, so it is genuine without another pairing.
+func SameCertified(rec Record, tok protocol.Token) bool {
+	return rec.Certified != nil && *rec.Certified == tok
 }
 
 // Renew extends the holder's (the session's) committed, unexpired lease at
@@ -246,10 +300,13 @@ func (r Rules) Renew(rec Record, holder protocol.Holder, epoch uint64, ttl time.
 // Release ends the holder's lease at the token's epoch (the caller checked
 // that the sender is its holder's identity) so the resource is free at
 // once. The token names the session, so a release ends only the lease of
-// the session that acquired. verified is as for Commit: an unchecked token
-// (OwnStatement) ends the lease and teaches nothing. Releasing a lease
-// already released is acknowledged again (a re-sent Release).
-func (r Rules) Release(rec Record, tok protocol.Token, verified bool, now time.Time) Outcome {
+// the session that acquired, and only with proof tied to that session
+// (issue 20): its key (shown.Key), or, for a lease committed with
+// TokenRelease, a genuine token (shown.Verified). A token whose signature
+// was not checked ends a lease only with the key (Shown.unchecked), and
+// then teaches nothing. Releasing a lease already released is acknowledged
+// again (a re-sent Release).
+func (r Rules) Release(rec Record, tok protocol.Token, shown Shown, now time.Time) Outcome {
 	o := Outcome{Next: rec, At: now}
 	if r.laterEra(tok.Epoch) {
 		return r.refuseLaterEra(o, tok.Epoch)
@@ -257,8 +314,13 @@ func (r Rules) Release(rec Record, tok protocol.Token, verified bool, now time.T
 	if r.earlierEra(tok) {
 		return r.refuseEarlierEra(o, tok)
 	}
+	if !shown.Verified && !shown.unchecked(rec, tok.Holder.ID, tok) {
+		// The driver checks the signature first; a forged token with no
+		// key never gets here.
+		return o.refuse(protocol.CodeBadRequest, "token not checked and no session key")
+	}
 	o.expire(now)
-	if verified {
+	if shown.Verified {
 		o.catchUp(tok, now)
 	}
 	n := &o.Next
@@ -268,10 +330,17 @@ func (r Rules) Release(rec Record, tok protocol.Token, verified bool, now time.T
 		}
 		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
 	}
+	detail := ""
+	if !shown.Key {
+		if !n.Lease.TokenRelease {
+			return o.refuse(protocol.CodeNotHolder, ErrKeyOnlyMessage)
+		}
+		detail = "by token"
+	}
 	n.Lease = Lease{}
 	n.Released = tok.Epoch // a re-sent Commit must not bring it back
 	o.Changed = true
-	o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, "")
+	o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, detail)
 	return o
 }
 
@@ -316,7 +385,9 @@ func (r Rules) SeeVotes(rec Record, epoch uint64, now time.Time) Outcome {
 func Status(rec Record, now time.Time) protocol.StatusReply {
 	s := protocol.StatusReply{LastEpoch: rec.LastEpoch, Certified: rec.Certified}
 	if rec.Lease.Active(now) {
-		s.Holder, s.LeaseEpoch, s.LeaseLeft = rec.Lease.Holder, rec.Lease.Epoch, rec.Lease.Expires.Sub(now)
+		// The holder is named by its HolderRef: a reply never shows a
+		// session ID (issue 20).
+		s.Holder, s.LeaseEpoch, s.LeaseLeft = rec.Lease.Holder.Ref(), rec.Lease.Epoch, rec.Lease.Expires.Sub(now)
 	}
 	return s
 }

@@ -36,6 +36,10 @@ var (
 
 func stateAt(d time.Duration) time.Time { return stateBase.Add(d) }
 
+// ownerShown is what the acquiring process shows with a checked token: the
+// token is genuine and the request carries the session's key.
+var ownerShown = Shown{Verified: true, Key: true}
+
 // stateTok is a certified token as the transitions see it: already
 // verified by the caller, so a zero signature is fine here.
 func stateTok(epoch uint64, holder protocol.Holder) protocol.Token {
@@ -359,13 +363,13 @@ func TestAcquireSameEpochOtherHolderAlwaysRefused(t *testing.T) {
 	require.Equal(t, protocol.KindVote, o.Kind)
 	voted := o.Next
 	voted.Vote = crypto.PartialSig{Index: 2}
-	o = stateRules.Commit(voted, alice.ID, stateTok(5, alice), true, 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, alice.ID, stateTok(5, alice), ownerShown, 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	committed := o.Next
-	o = stateRules.Release(committed, stateTok(5, alice), true, stateAt(2*time.Second))
+	o = stateRules.Release(committed, stateTok(5, alice), ownerShown, stateAt(2*time.Second))
 	require.Zero(t, o.Kind)
 	released := o.Next
-	o = stateRules.Commit(voted, bob.ID, stateTok(5, alice), true, 0, stateAt(time.Second))
+	o = stateRules.Commit(voted, bob.ID, stateTok(5, alice), ownerShown, 0, stateAt(time.Second))
 	require.Zero(t, o.Kind)
 	learned := o.Next // certified by a non-holder's commit; lease still the vote
 	o = stateRules.Acquire(committed, alice, 8, 0, nil, stateAt(3*time.Second))
@@ -637,7 +641,7 @@ func TestCommit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Commit(tt.rec, tt.sender, tt.tok, true, tt.ttl, tt.now)
+			o := stateRules.Commit(tt.rec, tt.sender, tt.tok, ownerShown, tt.ttl, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 		})
 	}
@@ -793,7 +797,7 @@ func TestRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Release(tt.rec, tt.tok, true, tt.now)
+			o := stateRules.Release(tt.rec, tt.tok, ownerShown, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 		})
 	}
@@ -814,7 +818,7 @@ func TestReleaseFreesAtOnce(t *testing.T) {
 			now := stateAt(time.Second)
 			o := stateRules.Acquire(tt.rec, bob, 6, 0, nil, now)
 			require.Equal(t, protocol.KindBusy, o.Kind, "held before the release")
-			o = stateRules.Release(tt.rec, stateTok(5, alice), true, now)
+			o = stateRules.Release(tt.rec, stateTok(5, alice), ownerShown, now)
 			require.Zero(t, o.Kind, o.Message)
 			require.False(t, Status(o.Next, now).Holder.IsZero() == false)
 			o = stateRules.Acquire(o.Next, bob, 6, 0, nil, now)
@@ -842,13 +846,13 @@ func TestExpiry(t *testing.T) {
 			return stateRules.Acquire(r, bob, 5, 0, nil, now)
 		}},
 		{name: "commit by a non-holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Commit(r, bob.ID, stateTok(5, alice), true, 0, now)
+			return stateRules.Commit(r, bob.ID, stateTok(5, alice), ownerShown, 0, now)
 		}},
 		{name: "renew by another holder", run: func(r Record, now time.Time) Outcome {
 			return stateRules.Renew(r, bob, 5, 0, now)
 		}},
 		{name: "release by another holder", run: func(r Record, now time.Time) Outcome {
-			return stateRules.Release(r, stateTok(5, bob), true, now)
+			return stateRules.Release(r, stateTok(5, bob), ownerShown, now)
 		}},
 	}
 	leases := []struct {
@@ -903,11 +907,11 @@ func TestStatus(t *testing.T) {
 	}{
 		{name: "fresh", rec: Record{Resource: stateRes}, now: stateAt(0), want: protocol.StatusReply{}},
 		{name: "uncommitted vote", rec: stateVoted(), now: stateAt(500 * time.Millisecond),
-			want: protocol.StatusReply{LastEpoch: 5, Holder: alice, LeaseEpoch: 5, LeaseLeft: 1500 * time.Millisecond}},
+			want: protocol.StatusReply{LastEpoch: 5, Holder: alice.Ref(), LeaseEpoch: 5, LeaseLeft: 1500 * time.Millisecond}},
 		{name: "uncommitted vote timed out", rec: stateVoted(), now: stateAt(2 * time.Second),
 			want: protocol.StatusReply{LastEpoch: 5}},
 		{name: "committed lease", rec: stateCommitted(), now: stateAt(4 * time.Second),
-			want: protocol.StatusReply{LastEpoch: 5, Holder: alice, LeaseEpoch: 5, LeaseLeft: 6 * time.Second, Certified: stateTokP(5, alice)}},
+			want: protocol.StatusReply{LastEpoch: 5, Holder: alice.Ref(), LeaseEpoch: 5, LeaseLeft: 6 * time.Second, Certified: stateTokP(5, alice)}},
 		{name: "committed lease expired", rec: stateCommitted(), now: stateAt(10 * time.Second),
 			want: protocol.StatusReply{LastEpoch: 5, Certified: stateTokP(5, alice)}},
 		{name: "released", rec: stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{} }), now: stateAt(time.Second),
@@ -1015,7 +1019,7 @@ func TestRandomTransitions(t *testing.T) {
 			if rng.Intn(4) == 0 {
 				sender = pick().ID
 			}
-			o = stateRules.Commit(prev, sender, tok, true, randTTL(), now)
+			o = stateRules.Commit(prev, sender, tok, ownerShown, randTTL(), now)
 		case r < 80:
 			op = "renew"
 			holder, epoch = pick(), around(prev.LastEpoch, 2, 1)
@@ -1029,7 +1033,7 @@ func TestRandomTransitions(t *testing.T) {
 			if prev.Lease.Holder.IsZero() == false && rng.Intn(2) == 0 {
 				e = prev.Lease.Epoch
 			}
-			o = stateRules.Release(prev, tokenAt(e), true, now)
+			o = stateRules.Release(prev, tokenAt(e), ownerShown, now)
 		default:
 			op = "status"
 			s := Status(prev, now)
@@ -1119,12 +1123,12 @@ func TestCommitAfterReleaseRefused(t *testing.T) {
 	tok := protocol.Token{Statement: protocol.Statement{Resource: "r", Epoch: 1, Holder: alice}}
 	o := r.Acquire(Record{Resource: "r"}, alice, 1, time.Second, nil, now)
 	require.Equal(t, protocol.KindVote, o.Kind)
-	o = r.Commit(o.Next, alice.ID, tok, true, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, ownerShown, time.Second, now)
 	require.Zero(t, o.Code)
 	require.True(t, o.Next.Lease.Committed)
-	o = r.Release(o.Next, tok, true, now)
+	o = r.Release(o.Next, tok, ownerShown, now)
 	require.Zero(t, o.Code)
-	o = r.Commit(o.Next, alice.ID, tok, true, time.Second, now)
+	o = r.Commit(o.Next, alice.ID, tok, ownerShown, time.Second, now)
 	require.Equal(t, protocol.CodeNoLease, o.Code)
 	require.Zero(t, o.Next.Lease.Holder)
 	// The resource stays free for another holder at a higher epoch.

@@ -56,6 +56,16 @@ type Lease struct {
 	Expires time.Time `json:"expires"`
 	// Committed is false while the lease is only a vote awaiting Commit.
 	Committed bool `json:"committed,omitempty"`
+	// TokenRelease says the lease may also be ended by a Release without
+	// the session's key, with a genuine token: its Commit carried the key
+	// and asked for it (CommitRequest.TokenRelease, as palisade acquire
+	// does). Otherwise, and for every uncommitted vote, only the session's
+	// key ends the lease early. Records written before session keys have
+	// no such field and read as false: fail closed. Such a lease (whose
+	// session ID is the hash of no key, so nobody renews it either) ends
+	// by its TTL, at most protocol.MaxTTL after the upgrade, or by an
+	// operator's revoke.
+	TokenRelease bool `json:"token_release,omitempty"`
 }
 
 // Active reports whether the lease is held at now.

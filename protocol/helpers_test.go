@@ -42,8 +42,15 @@ var (
 	testHolder   = Holder{ID: "12D3KooWHolderPeerID", Session: SessionID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
 	otherHolder  = Holder{ID: "12D3KooWOtherPeer", Session: SessionID{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf}}
 	sameIDHolder = Holder{ID: testHolder.ID, Session: SessionID{16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}}
-	// testSession is the session the reference requests name.
+	// testSession is the session the reference tokens name.
 	testSession = testHolder.Session
+	// testKey and sameIDKey are session keys the reference requests
+	// carry; testRef and otherRef name holders in replies.
+	testKey   = SessionKey{1: 0x11, 2: 0x22, 31: 0x7f}
+	sameIDKey = SessionKey{0: 0xee, 30: 0x01}
+	testRef   = testHolder.Ref()
+	otherRef  = otherHolder.Ref()
+	sameIDRef = sameIDHolder.Ref()
 )
 
 func testFixture(tb testing.TB) fixture {
@@ -132,17 +139,17 @@ func validMessages(tb testing.TB) []namedMsg {
 	}{
 		{"StatusRequest", StatusRequest{Resource: st.Resource}, decodeAs(UnmarshalStatusRequest)},
 		{"StatusReply/empty", StatusReply{}, decodeAs(UnmarshalStatusReply)},
-		{"StatusReply/no-token", StatusReply{LastEpoch: 41, Holder: testHolder, LeaseEpoch: 41, LeaseLeft: 1500 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
-		{"StatusReply/certified", StatusReply{LastEpoch: 42, Holder: testHolder, LeaseEpoch: 42, LeaseLeft: 30 * time.Second, Certified: &tok}, decodeAs(UnmarshalStatusReply)},
-		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
-		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: sameIDHolder.Session, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
+		{"StatusReply/no-token", StatusReply{LastEpoch: 41, Holder: testRef, LeaseEpoch: 41, LeaseLeft: 1500 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
+		{"StatusReply/certified", StatusReply{LastEpoch: 42, Holder: testRef, LeaseEpoch: 42, LeaseLeft: 30 * time.Second, Certified: &tok}, decodeAs(UnmarshalStatusReply)},
+		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: testKey, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: sameIDKey, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},
 		{"AcquireReply/vote", AcquireReply{Kind: KindVote, Partial: fx.partial, IdentitySig: fx.identitySig}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: otherHolder, LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: otherHolder, LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/busy-same-identity", AcquireReply{Kind: KindBusy, Holder: sameIDHolder, LeaseEpoch: 42, Left: time.Second}, decodeAs(UnmarshalAcquireReply)},
-		{"AcquireReply/queued", AcquireReply{Kind: KindQueued, Holder: otherHolder, Left: 900 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
-		{"WaitRequest", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: testKey, MaxWait: 4 * time.Second, Claim: testClaim(fx, 41, 1, 2)}, decodeAs(UnmarshalWaitRequest)},
-		{"WaitRequest/register", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: testKey}, decodeAs(UnmarshalWaitRequest)},
+		{"AcquireReply/busy", AcquireReply{Kind: KindBusy, Holder: otherRef, LeaseEpoch: 42, Left: 2500 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy-pending", AcquireReply{Kind: KindBusy, Holder: otherRef, LeaseEpoch: 43, Left: 180 * time.Millisecond, Pending: true}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/busy-same-identity", AcquireReply{Kind: KindBusy, Holder: sameIDRef, LeaseEpoch: 42, Left: time.Second}, decodeAs(UnmarshalAcquireReply)},
+		{"AcquireReply/queued", AcquireReply{Kind: KindQueued, Holder: otherRef, Left: 900 * time.Millisecond}, decodeAs(UnmarshalAcquireReply)},
+		{"WaitRequest", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: waitKey, MaxWait: 4 * time.Second, Claim: testClaim(fx, 41, 1, 2)}, decodeAs(UnmarshalWaitRequest)},
+		{"WaitRequest/register", WaitRequest{Cluster: st.Cluster, Resource: st.Resource, Key: waitKey}, decodeAs(UnmarshalWaitRequest)},
 		{"WaitReply/free", WaitReply{Free: true, LastEpoch: 42, Cohort: 42, Place: &place42}, decodeAs(UnmarshalWaitReply)},
 		{"WaitReply/held", WaitReply{LastEpoch: 42, Holder: otherHolder.Ref(), LeaseEpoch: 42, Left: 2 * time.Second, Cohort: 42, Place: &place42}, decodeAs(UnmarshalWaitReply)},
 		{"WaitReply/reserved", WaitReply{LastEpoch: 42, Holder: otherHolder.Ref(), Left: 700 * time.Millisecond, Pending: true, Cohort: 43, Place: &place43}, decodeAs(UnmarshalWaitReply)},
@@ -152,14 +159,17 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"AcquireReply/refuse-other-era", AcquireReply{Kind: KindRefuse, Code: CodeOtherEra, LastEpoch: 1 << EraBits, Message: "this node belongs to an earlier era; stop it"}, decodeAs(UnmarshalAcquireReply)},
 		{"AcquireReply/refuse-no-message", AcquireReply{Kind: KindRefuse, Code: CodeTooFar, LastEpoch: 1}, decodeAs(UnmarshalAcquireReply)},
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
-		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, Session: testSession, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
-		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession}, decodeAs(UnmarshalAbandonRequest)},
+		{"CommitRequest/key", CommitRequest{Token: tok, TTL: 30 * time.Second, Key: testKey}, decodeAs(UnmarshalCommitRequest)},
+		{"CommitRequest/token-release", CommitRequest{Token: tok, Key: testKey, TokenRelease: true}, decodeAs(UnmarshalCommitRequest)},
+		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, Key: testKey, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
+		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: testKey}, decodeAs(UnmarshalAbandonRequest)},
 		{"StatusReply/vote", StatusReply{LastEpoch: 42, Certified: &tok, Vote: &voteA}, decodeAs(UnmarshalStatusReply)},
-		{"AcquireRequest/votes", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Session: testSession, TTL: time.Second, Votes: []SignedVote{voteA, voteB}}, decodeAs(UnmarshalAcquireRequest)},
+		{"AcquireRequest/votes", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: testKey, TTL: time.Second, Votes: []SignedVote{voteA, voteB}}, decodeAs(UnmarshalAcquireRequest)},
 		{"SignedVote", voteA, decodeAs(UnmarshalSignedVote)},
 		{"Evidence", Evidence{A: voteA, B: voteB}, decodeAs(UnmarshalEvidence)},
 		{"Evidence/same-identity", Evidence{A: voteA, B: voteC}, decodeAs(UnmarshalEvidence)},
 		{"ReleaseRequest", ReleaseRequest{Token: tok}, decodeAs(UnmarshalReleaseRequest)},
+		{"ReleaseRequest/key", ReleaseRequest{Token: tok, Key: testKey}, decodeAs(UnmarshalReleaseRequest)},
 		{"Ack/ok", Ack{Code: CodeOK, LastEpoch: 42, Left: 30 * time.Second}, decodeAs(UnmarshalAck)},
 		{"Ack/refused", Ack{Code: CodeNotHolder, LastEpoch: 42, Message: "lease held by another client"}, decodeAs(UnmarshalAck)},
 	}
@@ -200,14 +210,25 @@ func whld(h Holder) []byte {
 	return e.b
 }
 
+// wref is a holder reference field: the length-prefixed identity, then
+// the session hash.
+func wref(r HolderRef) []byte {
+	e := encoder{}
+	e.holderRef(r)
+	return e.b
+}
+
+// wkey is a session key field.
+func wkey(k SessionKey) []byte { return append([]byte(nil), k[:]...) }
+
 // wsess is a session ID field.
 func wsess(s SessionID) []byte { return append([]byte(nil), s[:]...) }
 
-// testKey is the session key of keyHolder, the holder the reference Wait
+// waitKey is the session key of keyHolder, the holder the reference Wait
 // requests name.
 var (
-	testKey    = SessionKey{0x5e, 0x55, 1, 2, 3}
-	keyHolder  = Holder{ID: testHolder.ID, Session: testKey.Session()}
+	waitKey    = SessionKey{0x5e, 0x55, 1, 2, 3}
+	keyHolder  = Holder{ID: testHolder.ID, Session: waitKey.Session()}
 	keyHolder2 = Holder{ID: testHolder.ID, Session: SessionKey{0x5e, 0x55, 9}.Session()}
 )
 
@@ -226,13 +247,6 @@ func testClaim(fx fixture, cohort uint64, members ...int) []SignedPlace {
 func wplace(p SignedPlace) []byte {
 	e := encoder{}
 	e.place(p)
-	return e.b
-}
-
-// wref is a holder reference field.
-func wref(r HolderRef) []byte {
-	e := encoder{}
-	e.holderRef(r)
 	return e.b
 }
 

@@ -13,12 +13,16 @@ import (
 const SessionIDSize = 16
 
 // SessionID names one lock session: one acquisition by one client process.
-// It is chosen at random by the client for each acquisition and is part of
-// the signed statement, so replicas that share one client identity are
-// distinct holders and exclude each other like any two clients.
+// It is the hash of the SessionKey the client draws at random for each
+// acquisition (SessionKey.Session) and is part of the signed statement, so
+// replicas that share one client identity are distinct holders and exclude
+// each other like any two clients. It is public (every token carries it);
+// only the key acts on the session.
 type SessionID [SessionIDSize]byte
 
-// NewSessionID draws a session ID from rand (crypto/rand.Reader if nil).
+// NewSessionID draws a session ID from rand (crypto/rand.Reader if nil). A
+// session drawn this way has no key, so no request can act on it: clients
+// draw a SessionKey (NewSessionKey) and use its Session.
 func NewSessionID(r io.Reader) (SessionID, error) {
 	if r == nil {
 		r = rand.Reader
@@ -38,8 +42,8 @@ func (s SessionID) String() string { return hex.EncodeToString(s[:]) }
 
 // Holder is who a statement names: a lock session, that is the client
 // identity that acquired (a libp2p peer ID, which proofs of possession and
-// Renew/Release authentication bind to) and the session ID of that one
-// acquisition. Two holders are the same only if both parts are equal;
+// the nodes' authentication of requests bind to) and the session ID of that
+// one acquisition, whose key alone renews, abandons or releases it. Two holders are the same only if both parts are equal;
 // nothing in Palisade recognises a holder by its identity alone.
 type Holder struct {
 	// ID is the client's identity (its libp2p peer ID).

@@ -23,8 +23,8 @@ const SessionHashSize = 8
 // sessionHashDomain separates session hashes from every other hash.
 const sessionHashDomain = "palisade/session-hash/v1"
 
-// SessionHash stands for a lock session in listings: a session ID is a
-// secret of the process that acquired, so nodes show only a hash of it.
+// SessionHash stands for a lock session in listings and replies
+// (HolderRef): nodes never show a session ID there, only this hash of it.
 // Two leases of one client identity with different sessions have
 // different hashes (up to a 2^-64 chance).
 type SessionHash [SessionHashSize]byte

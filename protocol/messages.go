@@ -11,16 +11,21 @@ import (
 	"github.com/palisade-dev/palisade/crypto"
 )
 
-// libp2p protocol IDs, one per message family, versioned.
+// libp2p protocol IDs, one per message family, versioned. A family whose
+// format changes takes a new major version, so a peer of an earlier release
+// fails with "protocol not supported" rather than a decode error. Version
+// 2.0.0 of Status, Acquire, Commit, Renew, Release and Abandon is the one
+// of session keys (issue 20): requests carry a SessionKey instead of a
+// session ID, and replies name holders by HolderRef.
 const (
-	ProtoStatus  = "/palisade/status/1.0.0"
-	ProtoAcquire = "/palisade/acquire/1.0.0"
-	ProtoCommit  = "/palisade/commit/1.0.0"
-	ProtoRenew   = "/palisade/renew/1.0.0"
-	ProtoRelease = "/palisade/release/1.0.0"
+	ProtoStatus  = "/palisade/status/2.0.0"
+	ProtoAcquire = "/palisade/acquire/2.0.0"
+	ProtoCommit  = "/palisade/commit/2.0.0"
+	ProtoRenew   = "/palisade/renew/2.0.0"
+	ProtoRelease = "/palisade/release/2.0.0"
 	// ProtoAbandon withdraws a client's uncommitted votes after a round
 	// that could not reach a quorum, so split votes resolve at once.
-	ProtoAbandon = "/palisade/abandon/1.0.0"
+	ProtoAbandon = "/palisade/abandon/2.0.0"
 	// ProtoEvidence carries Evidence of equivocation to a node, which
 	// checks and records it. Its reply is an Ack.
 	ProtoEvidence = "/palisade/evidence/1.0.0"
@@ -139,8 +144,10 @@ type StatusRequest struct {
 type StatusReply struct {
 	// LastEpoch is the highest epoch the node voted for or saw certified.
 	LastEpoch uint64
-	// Holder holds the node's lease (or uncommitted vote), if any is live.
-	Holder Holder
+	// Holder names the session holding the node's lease (or uncommitted
+	// vote), if any is live: its identity and a hash of its session ID,
+	// never the ID itself.
+	Holder HolderRef
 	// LeaseEpoch is the epoch of that lease.
 	LeaseEpoch uint64
 	// LeaseLeft is how long the lease has left, 0 if none.
@@ -155,14 +162,15 @@ type StatusReply struct {
 
 // AcquireRequest asks a node to vote for a lock session of the sender at an
 // epoch: the holder is the sender's identity (taken from the authenticated
-// connection) with Session.
+// connection) with the session Key owns (Key.Session()).
 type AcquireRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
-	// Session is the acquisition's session ID; never zero.
-	Session SessionID
-	TTL     time.Duration
+	// Key is the acquisition's session key; never zero. Only its hash,
+	// the session ID, appears in the statement and the token.
+	Key SessionKey
+	TTL time.Duration
 	// Proof is an optional certified token that lets a lagging node catch up.
 	Proof *Token
 	// Votes optionally carries signed votes of f+1 distinct nodes at or
@@ -188,11 +196,11 @@ type AcquireReply struct {
 	// signature over Statement.VoteBytes.
 	Partial     crypto.PartialSig
 	IdentitySig []byte
-	// Busy: who holds the resource, at which epoch, for how long, and
-	// whether that is only an uncommitted vote (Pending) rather than a
-	// committed lease. Contenders use Pending to tell a split round from a
-	// held lock.
-	Holder     Holder
+	// Busy: who holds the resource (named by a HolderRef, never by its
+	// session ID), at which epoch, for how long, and whether that is only
+	// an uncommitted vote (Pending) rather than a committed lease.
+	// Contenders use Pending to tell a split round from a held lock.
+	Holder     HolderRef
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool
@@ -206,25 +214,40 @@ type AcquireReply struct {
 type CommitRequest struct {
 	Token Token
 	TTL   time.Duration
+	// Key, if not zero, is the token's session key: with it a node that
+	// voted for the token's statement starts the lease without checking
+	// the signature (one pairing saved). Without it the signature is
+	// checked.
+	Key SessionKey
+	// TokenRelease asks that the lease may also be released by its token
+	// alone (a ReleaseRequest without Key), for a process that acquires
+	// and exits, leaving the release to another process holding only the
+	// token (palisade acquire, then palisade release). Nodes honour it only
+	// with Key; without it a lease ends only with its session key.
+	TokenRelease bool
 }
 
-// RenewRequest extends the lease of the sender's session at an epoch.
+// RenewRequest extends the lease of the sender's session at an epoch: the
+// session Key owns, so only the process that acquired can renew.
 type RenewRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
-	Session  SessionID
-	TTL      time.Duration
+	// Key is the session key of the lease; never zero.
+	Key SessionKey
+	TTL time.Duration
 }
 
 // AbandonRequest asks a node to drop the uncommitted vote of the sender's
-// session at an epoch so the resource is free for others. The vote itself
-// stays recorded: the node never votes at that epoch again.
+// session (the one Key owns) at an epoch so the resource is free for
+// others. The vote itself stays recorded: the node never votes at that
+// epoch again.
 type AbandonRequest struct {
 	Cluster  ClusterID
 	Resource string
 	Epoch    uint64
-	Session  SessionID
+	// Key is the session key of the vote; never zero.
+	Key SessionKey
 }
 
 // Marshal encodes the request.
@@ -234,7 +257,7 @@ func (m AbandonRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
-	e.fixed(m.Session[:])
+	e.sessionKey(m.Key)
 	return e.b
 }
 
@@ -245,14 +268,21 @@ func UnmarshalAbandonRequest(b []byte) (AbandonRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
-		m.Session = d.session()
+		m.Key = d.sessionKey()
 		return m
 	})
 }
 
-// ReleaseRequest ends the sender's lease.
+// ReleaseRequest ends the sender's lease of the token's session. A node
+// ends it if Key is the session's key (Key.Session() is the token's
+// session), or, without Key, only if the lease was committed with
+// TokenRelease and the token is genuine: its signature checks under the
+// group key, or it is byte for byte the certified token the node holds.
 type ReleaseRequest struct {
 	Token Token
+	// Key is the token's session key, or zero (absent) for a release by
+	// token alone.
+	Key SessionKey
 }
 
 // Ack answers Commit, Renew and Release.
@@ -371,7 +401,7 @@ func (m StatusReply) Marshal() []byte {
 	e := encoder{}
 	e.u8(Version)
 	e.u64(m.LastEpoch)
-	e.holder(m.Holder)
+	e.holderRef(m.Holder)
 	e.u64(m.LeaseEpoch)
 	e.u64(durMS(m.LeaseLeft))
 	e.optToken(m.Certified)
@@ -389,7 +419,7 @@ func UnmarshalStatusReply(b []byte) (StatusReply, error) {
 	return decode(b, func(d *decoder) StatusReply {
 		m := StatusReply{
 			LastEpoch:  d.u64("last epoch"),
-			Holder:     d.optHolder("holder"),
+			Holder:     d.optHolderRef("holder"),
 			LeaseEpoch: d.u64("lease epoch"),
 			LeaseLeft:  msDur(d, "lease left"),
 			Certified:  d.optToken(),
@@ -413,7 +443,7 @@ func (m AcquireRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
-	e.fixed(m.Session[:])
+	e.sessionKey(m.Key)
 	e.u64(durMS(m.TTL))
 	e.optToken(m.Proof)
 	e.u8(uint8(min(len(m.Votes), MaxProofVotes)))
@@ -430,7 +460,7 @@ func UnmarshalAcquireRequest(b []byte) (AcquireRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
-		m.Session = d.session()
+		m.Key = d.sessionKey()
 		m.TTL = msDur(d, "ttl")
 		m.Proof = d.optToken()
 		if n := int(d.u8("vote count")); d.err == nil && n > MaxProofVotes {
@@ -454,12 +484,12 @@ func (m AcquireReply) Marshal() []byte {
 		e.fixed(m.Partial.Marshal())
 		e.bytes(m.IdentitySig)
 	case KindBusy:
-		e.holder(m.Holder)
+		e.holderRef(m.Holder)
 		e.u64(m.LeaseEpoch)
 		e.u64(durMS(m.Left))
 		e.flag(m.Pending)
 	case KindQueued:
-		e.holder(m.Holder)
+		e.holderRef(m.Holder)
 		e.u64(durMS(m.Left))
 	case KindRefuse:
 		e.u8(uint8(m.Code))
@@ -491,7 +521,7 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 				d.fail("vote without identity signature")
 			}
 		case m.Kind == KindBusy:
-			m.Holder = d.optHolder("holder")
+			m.Holder = d.optHolderRef("holder")
 			if d.err == nil && m.Holder.IsZero() {
 				d.fail("busy reply without holder")
 			}
@@ -499,7 +529,7 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 			m.Left = msDur(d, "left")
 			m.Pending = d.flag("pending flag")
 		case m.Kind == KindQueued:
-			m.Holder = d.optHolder("holder")
+			m.Holder = d.optHolderRef("holder")
 			if d.err == nil && m.Holder.IsZero() {
 				d.fail("queued reply without holder")
 			}
@@ -521,6 +551,8 @@ func (m CommitRequest) Marshal() []byte {
 	e.u8(Version)
 	e.b = m.Token.appendTo(e.b)
 	e.u64(durMS(m.TTL))
+	e.optSessionKey(m.Key)
+	e.flag(m.TokenRelease)
 	return e.b
 }
 
@@ -536,6 +568,8 @@ func UnmarshalCommitRequest(b []byte) (CommitRequest, error) {
 			m.Token = t
 		}
 		m.TTL = msDur(d, "ttl")
+		m.Key = d.optSessionKey()
+		m.TokenRelease = d.flag("token release flag")
 		return m
 	})
 }
@@ -547,7 +581,7 @@ func (m RenewRequest) Marshal() []byte {
 	e.fixed(m.Cluster[:])
 	e.str(m.Resource)
 	e.u64(m.Epoch)
-	e.fixed(m.Session[:])
+	e.sessionKey(m.Key)
 	e.u64(durMS(m.TTL))
 	return e.b
 }
@@ -559,7 +593,7 @@ func UnmarshalRenewRequest(b []byte) (RenewRequest, error) {
 		copy(m.Cluster[:], d.take(ClusterIDSize, "cluster ID"))
 		m.Resource = d.resource()
 		m.Epoch = d.u64("epoch")
-		m.Session = d.session()
+		m.Key = d.sessionKey()
 		m.TTL = msDur(d, "ttl")
 		return m
 	})
@@ -570,6 +604,7 @@ func (m ReleaseRequest) Marshal() []byte {
 	e := encoder{}
 	e.u8(Version)
 	e.b = m.Token.appendTo(e.b)
+	e.optSessionKey(m.Key)
 	return e.b
 }
 
@@ -584,8 +619,34 @@ func UnmarshalReleaseRequest(b []byte) (ReleaseRequest, error) {
 			}
 			m.Token = t
 		}
+		m.Key = d.optSessionKey()
 		return m
 	})
+}
+
+// optSessionKey encodes a session key that may be absent (zero): a flag
+// byte, then the key if set.
+func (e *encoder) optSessionKey(k SessionKey) {
+	if k.IsZero() {
+		e.u8(0)
+		return
+	}
+	e.u8(1)
+	e.sessionKey(k)
+}
+
+// optSessionKey decodes a session key that may be absent; a present one
+// must not be zero.
+func (d *decoder) optSessionKey() SessionKey {
+	switch d.u8("session key flag") {
+	case 0:
+		return SessionKey{}
+	case 1:
+		return d.sessionKey()
+	default:
+		d.fail("session key flag not 0 or 1")
+		return SessionKey{}
+	}
 }
 
 // Marshal encodes the ack.

@@ -130,7 +130,7 @@ func TestNamesRefusedInDecoders(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidField)
 	require.Equal(t, StatusRequest{}, sr)
 
-	ar, err := UnmarshalAcquireRequest(AcquireRequest{Cluster: st.Cluster, Resource: spoof, Epoch: 1, Session: testSession, TTL: 1}.Marshal())
+	ar, err := UnmarshalAcquireRequest(AcquireRequest{Cluster: st.Cluster, Resource: spoof, Epoch: 1, Key: testKey, TTL: 1}.Marshal())
 	require.ErrorIs(t, err, ErrInvalidField)
 	require.Equal(t, AcquireRequest{}, ar)
 

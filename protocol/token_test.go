@@ -606,9 +606,9 @@ func TestOldTokenVersionRefused(t *testing.T) {
 			check(t, err)
 			_, err = UnmarshalReleaseRequest(wire(bin))
 			check(t, err)
-			_, err = UnmarshalAcquireRequest(wire(fx.stmt.Cluster[:], wstr("r"), wu64(43), wsess(testSession), wu64(1), wu8(1), bin, wu8(0)))
+			_, err = UnmarshalAcquireRequest(wire(fx.stmt.Cluster[:], wstr("r"), wu64(43), wkey(testKey), wu64(1), wu8(1), bin, wu8(0)))
 			check(t, err)
-			_, err = UnmarshalStatusReply(wire(wu64(1), whld(Holder{}), wu64(1), wu64(0), wu8(1), bin, wu8(0)))
+			_, err = UnmarshalStatusReply(wire(wu64(1), wref(HolderRef{}), wu64(1), wu64(0), wu8(1), bin, wu8(0)))
 			check(t, err)
 		})
 	}

@@ -147,12 +147,12 @@ func (v *voteMatcher) statement(m *Member, from peer.ID, reply protocol.AcquireR
 	v.mu.Unlock()
 	pub := m.Dir.Identity.GetPublic()
 	for i := len(ps) - 1; i >= 0; i-- {
-		stmt := m.Dir.Cluster.Statement(ps[i].Resource, ps[i].Epoch, protocol.Holder{ID: from.String(), Session: ps[i].Session})
+		stmt := m.Dir.Cluster.Statement(ps[i].Resource, ps[i].Epoch, protocol.Holder{ID: from.String(), Session: ps[i].Key.Session()})
 		if ok, err := pub.Verify(stmt.VoteBytes(), reply.IdentitySig); err == nil && ok {
 			v.mu.Lock()
 			cur := v.pending[from]
 			for j := range cur {
-				if cur[j].Resource == ps[i].Resource && cur[j].Epoch == ps[i].Epoch && cur[j].Session == ps[i].Session {
+				if cur[j].Resource == ps[i].Resource && cur[j].Epoch == ps[i].Epoch && cur[j].Key == ps[i].Key {
 					v.pending[from] = append(cur[:j:j], cur[j+1:]...)
 					break
 				}
@@ -200,7 +200,7 @@ func (equivocator) Request(_ context.Context, m *Member, proto string, from peer
 	if err != nil {
 		return nil, false, nil
 	}
-	v, _, err := byzVote(m, r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session})
+	v, _, err := byzVote(m, r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Key.Session()})
 	if err != nil {
 		return nil, false, nil
 	}
@@ -504,17 +504,18 @@ func (s *statusLiar) Request(ctx context.Context, m *Member, proto string, from 
 
 func (s *statusLiar) lie(m *Member, from peer.ID, resource string, rec node.Record) protocol.StatusReply {
 	c := s.r.next()
-	st := protocol.StatusReply{Holder: s.otherHolder(m, from), LeaseLeft: protocol.MaxTTL}
+	holder := s.otherHolder(m, from)
+	st := protocol.StatusReply{Holder: holder.Ref(), LeaseLeft: protocol.MaxTTL}
 	switch c % 4 {
 	case 0:
 		st.LastEpoch = math.MaxUint64 - 5
-		st.Certified = s.forged(m, resource, st.LastEpoch, st.Holder)
+		st.Certified = s.forged(m, resource, st.LastEpoch, holder)
 	case 1:
 		st.LastEpoch = s.r.uint64() | 1<<40
 		if t, ok := s.pick(func(t protocol.Token) bool { return t.Resource != resource }); ok {
 			st.Certified = &t // real, but for another resource
 		} else {
-			st.Certified = s.forged(m, resource, st.LastEpoch, st.Holder)
+			st.Certified = s.forged(m, resource, st.LastEpoch, holder)
 		}
 	case 2:
 		st.LastEpoch = rec.LastEpoch + 2 + uint64(s.r.intn(1<<20))
@@ -523,7 +524,7 @@ func (s *statusLiar) lie(m *Member, from peer.ID, resource string, rec node.Reco
 		}); ok {
 			st.Certified = &t // stale
 		} else {
-			st.Certified = s.forged(m, resource, st.LastEpoch, st.Holder)
+			st.Certified = s.forged(m, resource, st.LastEpoch, holder)
 		}
 	default:
 		st.LastEpoch = 0 // understate, and claim no token
@@ -532,7 +533,7 @@ func (s *statusLiar) lie(m *Member, from peer.ID, resource string, rec node.Reco
 	if st.LastEpoch > 0 {
 		// A vote at the claimed epoch, really signed by this node: it
 		// counts towards a client's f+1 signed-vote catch-up proof.
-		if v, stmt, err := byzVote(m, resource, st.LastEpoch, st.Holder); err == nil {
+		if v, stmt, err := byzVote(m, resource, st.LastEpoch, holder); err == nil {
 			st.Vote = &protocol.SignedVote{Node: m.Index, Statement: stmt, IdentitySig: v.IdentitySig}
 		}
 	}
@@ -649,7 +650,7 @@ func (p *replayer) Request(ctx context.Context, m *Member, proto string, from pe
 			return nil, false, nil
 		}
 		if p.r.next()%3 != 0 {
-			if v, ok := p.replayFor(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session}); ok {
+			if v, ok := p.replayFor(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Key.Session()}); ok {
 				return v, true, nil
 			}
 		}
@@ -787,7 +788,7 @@ func otherMessage(m *Member, proto string) []byte {
 	case protocol.ProtoStatus:
 		return protocol.AcquireReply{Kind: protocol.KindRefuse, Code: protocol.CodeStale, LastEpoch: math.MaxUint64 - 5}.Marshal()
 	default: // acks expected
-		return protocol.StatusReply{LastEpoch: math.MaxUint64 - 5, Holder: protocol.Holder{ID: m.PeerID.String(), Session: protocol.SessionID{1}}}.Marshal()
+		return protocol.StatusReply{LastEpoch: math.MaxUint64 - 5, Holder: protocol.Holder{ID: m.PeerID.String(), Session: protocol.SessionID{1}}.Ref()}.Marshal()
 	}
 }
 

@@ -303,8 +303,8 @@ func (e *EraRelayer) RelayOnce(ctx context.Context, nw *Network, m *Member, targ
 				continue
 			}
 			req := protocol.AcquireRequest{Cluster: tok.Cluster, Resource: tok.Resource, TTL: time.Second}
-			copy(req.Session[:], e.r.bytes(protocol.SessionIDSize))
-			req.Session[0] |= 1 // never zero
+			copy(req.Key[:], e.r.bytes(protocol.SessionKeySize))
+			req.Key[0] |= 1 // never zero
 			var what string
 			switch e.r.next() % 3 {
 			case 0:

@@ -374,7 +374,8 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 		honest := byzHonest(n, eq)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cA := newClient(t, nw, 0, client.Config{})
+		keysA := &keyTap{} // to ask the nodes again in A's session
+		cA := newClient(t, nw, 0, client.Config{SessionKeys: keysA})
 		cB := newClient(t, nw, 1, client.Config{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
 
 		// The equivocators and f+1 honest nodes answer first.
@@ -394,7 +395,8 @@ func TestEquivocatorVotesTwiceButS1Holds(t *testing.T) {
 
 		// Holder A is lA's lock session: the honest nodes' votes at e are
 		// for it, and only they re-send them.
-		sessA := lA.Token().Holder.Session
+		sessA := keysA.last(t)
+		require.Equal(t, lA.Token().Holder.Session, sessA.Session())
 		stA := nw.Keys.Cluster.Statement("eq", e, lA.Token().Holder)
 		stB := nw.Keys.Cluster.Statement("eq", e, protocol.Holder{ID: cB.ID(), Session: directSession(1)})
 		require.NotEqual(t, stA.VoteBytes(), stB.VoteBytes())
@@ -578,8 +580,9 @@ func TestEncodingAttacksRefused(t *testing.T) {
 				votes = 24 // x+p fits for about a quarter of the partials
 			}
 			for e := uint64(1); e <= uint64(votes); e++ {
-				session := protocol.SessionID{byte(e), byte(mode)}
-				req := protocol.AcquireRequest{Cluster: keys.Cluster.ID, Resource: "enc", Epoch: e, Session: session, TTL: time.Second}
+				key := protocol.SessionKey{byte(e), byte(mode), 1}
+				session := key.Session()
+				req := protocol.AcquireRequest{Cluster: keys.Cluster.ID, Resource: "enc", Epoch: e, Key: key, TTL: time.Second}
 				_, _, err := p.Request(context.Background(), forger, protocol.ProtoAcquire, from, req.Marshal())
 				require.NoError(t, err)
 				holder := protocol.Holder{ID: from.String(), Session: session}
@@ -1089,7 +1092,7 @@ func TestLyingRefusalCannotPinAcquisition(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close()
 	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
-	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: 1, Session: directSession(1), TTL: time.Second}
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: 1, Key: directKey(1), TTL: time.Second}
 	b, err := transport.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	ar, err := protocol.UnmarshalAcquireReply(b)

@@ -250,7 +250,7 @@ func TestSharedIdentityClientsExclude(t *testing.T) {
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
 	require.NotErrorIs(t, err, client.ErrHeldLocally, "a different client (process) with the same key")
-	require.Equal(t, l.Token().Holder, busy.Holder, "busy names the holding session")
+	require.Equal(t, l.Token().Holder.Ref(), busy.Holder, "busy names the holding session")
 	require.NoError(t, l.Release(ctx))
 	// Released: the other replica gets it at once, at a higher epoch.
 	l2, err := acquireWait(ctx, other, scale*10*time.Second, res)

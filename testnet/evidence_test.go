@@ -28,7 +28,7 @@ func (b *votesForAnyone) Request(_ context.Context, m *Member, proto string, fro
 		if err != nil {
 			return nil, false, nil
 		}
-		st := m.Dir.Cluster.Statement(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Session})
+		st := m.Dir.Cluster.Statement(r.Resource, r.Epoch, protocol.Holder{ID: from.String(), Session: r.Key.Session()})
 		p, err := m.Dir.Share.Sign(st.SignedBytes())
 		if err != nil {
 			return nil, true, err

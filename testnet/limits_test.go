@@ -75,14 +75,14 @@ func (f *badSigFlood) run(ctx context.Context) {
 func (f *badSigFlood) send(ctx context.Context, id peer.ID, commit bool) {
 	epoch := 1_000_000 + f.epoch.Add(1)
 	bad := f.sig
-	bad.Statement = f.nw.Keys.Cluster.Statement("flooded", epoch, protocol.Holder{ID: f.h.ID().String(), Session: protocol.SessionID{7}})
+	bad.Statement = f.nw.Keys.Cluster.Statement("flooded", epoch, protocol.Holder{ID: f.h.ID().String(), Session: protocol.SessionKey{7}.Session()})
 	var proto string
 	var req []byte
 	if commit {
 		proto, req = protocol.ProtoCommit, protocol.CommitRequest{Token: bad, TTL: time.Second}.Marshal()
 	} else {
 		proto = protocol.ProtoAcquire
-		req = protocol.AcquireRequest{Cluster: f.nw.Keys.Cluster.ID, Resource: "flooded", Epoch: epoch + 1, Session: protocol.SessionID{7}, TTL: time.Second, Proof: &bad}.Marshal()
+		req = protocol.AcquireRequest{Cluster: f.nw.Keys.Cluster.ID, Resource: "flooded", Epoch: epoch + 1, Key: protocol.SessionKey{7}, TTL: time.Second, Proof: &bad}.Marshal()
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -102,14 +102,14 @@ func TestWrongClusterRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeBadRequest, a.Code)
 
-	req := protocol.AcquireRequest{Cluster: foreign.Cluster, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second}
+	req := protocol.AcquireRequest{Cluster: foreign.Cluster, Resource: "res", Epoch: 1, Key: directKey(0), TTL: time.Second}
 	b, err = transport.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err := protocol.UnmarshalAcquireReply(b)
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeWrongCluster, r.Code)
 
-	req = protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: "res", Epoch: 1, Session: directSession(0), TTL: time.Second, Proof: &foreign}
+	req = protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: "res", Epoch: 1, Key: directKey(0), TTL: time.Second, Proof: &foreign}
 	b, err = transport.Call(cctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)
 	require.NoError(t, err)
 	r, err = protocol.UnmarshalAcquireReply(b)

@@ -73,7 +73,7 @@ func TestAcquireReleaseReacquire(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrBusy)
 	var busy *client.BusyError
 	require.ErrorAs(t, err, &busy)
-	require.Equal(t, l1.Token().Holder, busy.Holder)
+	require.Equal(t, l1.Token().Holder.Ref(), busy.Holder)
 
 	require.NoError(t, l1.Release(ctx))
 	l2, err := c2.TryAcquire(ctx, "orders-db")
@@ -334,17 +334,20 @@ func TestUnauthorisedClientRefused(t *testing.T) {
 
 // acquireDirect sends one Acquire as client identity ci straight to node
 // ni, bypassing the client's algorithm.
-// directSession is the lock session acquireDirect asks for on behalf of
-// client ci.
-func directSession(ci int) protocol.SessionID { return protocol.SessionID{0xd1, byte(ci)} }
+// directKey is the session key acquireDirect sends on behalf of client ci;
+// directSession the session it owns.
+func directKey(ci int) protocol.SessionKey { return protocol.SessionKey{0xd1, byte(ci)} }
+
+func directSession(ci int) protocol.SessionID { return directKey(ci).Session() }
 
 func acquireDirect(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64) protocol.AcquireReply {
 	t.Helper()
-	return acquireDirectAs(t, nw, ci, ni, resource, epoch, directSession(ci))
+	return acquireDirectAs(t, nw, ci, ni, resource, epoch, directKey(ci))
 }
 
-// acquireDirectAs is acquireDirect in lock session session of client ci.
-func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64, session protocol.SessionID) protocol.AcquireReply {
+// acquireDirectAs is acquireDirect in the lock session of client ci that
+// key owns.
+func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epoch uint64, key protocol.SessionKey) protocol.AcquireReply {
 	t.Helper()
 	var ids []peer.ID
 	for _, m := range nw.Members {
@@ -355,7 +358,7 @@ func acquireDirectAs(t *testing.T, nw *Network, ci, ni int, resource string, epo
 	defer h.Close()
 	m := nw.Member(ni)
 	require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
-	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Session: session, TTL: time.Second}
+	req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: resource, Epoch: epoch, Key: key, TTL: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b, err := transport.Call(ctx, h, m.PeerID, protocol.ProtoAcquire, req.Marshal(), protocol.MaxFrameSize)

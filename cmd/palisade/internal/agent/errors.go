@@ -74,7 +74,9 @@ func (c Code) Status() int {
 type apiError struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
-	// Holder, Session, Epoch and Left describe who holds a busy resource.
+	// Holder, Session, Epoch and Left describe who holds a busy resource;
+	// Session is the hash of the holder's session (16 hex digits), as the
+	// nodes name it, never its session ID.
 	Holder  string `json:"holder,omitempty"`
 	Session string `json:"session,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"`

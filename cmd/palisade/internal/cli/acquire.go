@@ -27,9 +27,10 @@ func runAcquire(ctx context.Context, e *env, cfg Config, args []string) error {
 	}
 	// Close, never Release: this process exits, so the lease runs out by
 	// its TTL (or palisade release ends it) while the printed token is in
-	// use.
+	// use. The session's key leaves with this process, so the lease is
+	// acquired for release by token: palisade release has only the token.
 	defer s.c.Close()
-	lock, err := s.acquire(ctx, resource)
+	lock, err := s.acquire(ctx, resource, client.WithTokenRelease())
 	if err != nil {
 		return err
 	}

@@ -111,15 +111,16 @@ func (s *session) target(op, resource string) target {
 }
 
 // acquire takes the lease: --wait D waits up to D for the resource (a
-// context deadline on Acquire); --wait 0 tries once (TryAcquire). A
-// failure is explained in one line.
-func (s *session) acquire(ctx context.Context, resource string) (*client.Lock, error) {
+// context deadline on Acquire); --wait 0 tries once (TryAcquire). opts
+// add to the TTL option. A failure is explained in one line.
+func (s *session) acquire(ctx context.Context, resource string, opts ...client.Option) (*client.Lock, error) {
 	var lock *client.Lock
 	var err error
+	opts = append([]client.Option{client.WithTTL(s.cfg.TTL)}, opts...)
 	if s.cfg.Wait > 0 {
-		lock, err = acquireWithin(ctx, s.c, s.cfg.Wait, resource, client.WithTTL(s.cfg.TTL))
+		lock, err = acquireWithin(ctx, s.c, s.cfg.Wait, resource, opts...)
 	} else {
-		lock, err = s.c.TryAcquire(ctx, resource, client.WithTTL(s.cfg.TTL))
+		lock, err = s.c.TryAcquire(ctx, resource, opts...)
 	}
 	if err != nil {
 		t := s.target(fmt.Sprintf("%s %q", s.cmd, resource), resource)

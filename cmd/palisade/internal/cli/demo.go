@@ -249,13 +249,13 @@ func (d *demo) run(ctx context.Context, e *env, seed uint64, dir string) (err er
 func waitLeaseEnd(ctx context.Context, c *client.Client, lock *client.Lock, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	holder := lock.Token().Holder
+	holder := lock.Token().Holder // replies name it by reference
 	for {
 		sts, err := c.Status(ctx, lock.Token().Resource)
 		if err == nil {
 			live := false
 			for _, s := range sts {
-				if s.Holder == holder && s.LeaseEpoch == lock.Epoch() && s.LeaseLeft > 0 {
+				if s.Holder.Is(holder) && s.LeaseEpoch == lock.Epoch() && s.LeaseLeft > 0 {
 					live = true
 				}
 			}

@@ -313,13 +313,14 @@ func shorten(s string, n int) string {
 	return s
 }
 
-// holderName names a lock session: the client's name in cluster.json if
-// it has one, its peer ID shortened and the session's first 8 hex digits:
+// holderName names a lock session as replies do (protocol.HolderRef, never
+// a session ID): the client's name in cluster.json if it has one, its peer
+// ID shortened and the first 8 hex digits of the session's hash:
 // "billing-2 (12D3KooW…hP6kCm/63538d48)".
-func holderName(cluster *protocol.Cluster, h protocol.Holder) string {
-	id := shortPeer(h.ID) + "/" + h.Session.String()[:8]
+func holderName(cluster *protocol.Cluster, r protocol.HolderRef) string {
+	id := shortPeer(r.ID) + "/" + r.Session.String()[:8]
 	if cluster != nil {
-		if c, ok := cluster.Client(h.ID); ok && c.Name != "" {
+		if c, ok := cluster.Client(r.ID); ok && c.Name != "" {
 			return fmt.Sprintf("%s (%s)", c.Name, id)
 		}
 	}

@@ -117,7 +117,7 @@ func TestBusyNamesHolder(t *testing.T) {
 	cf.Clients = []protocol.ClientInfo{{Name: "billing-2", PeerID: other, Resources: []string{"*"}}}
 	cluster, err := protocol.NewCluster(cf)
 	require.NoError(t, err)
-	be := &client.BusyError{Resource: "orders-db", Holder: protocol.Holder{ID: other, Session: protocol.SessionID{0x63, 0x53, 0x8d, 0x48}}, Epoch: 7, Left: 4200 * time.Millisecond, Nodes: []int{3, 1}}
+	be := &client.BusyError{Resource: "orders-db", Holder: protocol.HolderRef{ID: other, Session: protocol.SessionHash{0x63, 0x53, 0x8d, 0x48}}, Epoch: 7, Left: 4200 * time.Millisecond, Nodes: []int{3, 1}}
 	tg := target{op: `acquire "orders-db"`, cluster: cluster, self: self, waits: true}
 	msg := explainRequest(tg, be).Error()
 	want := fmt.Sprintf(`acquire "orders-db": "orders-db" is held by billing-2 (%s/63538d48) at epoch 7, 4.2s left: wait for it with --wait 5s, or have its holder run "palisade release"`, shortPeer(other))

@@ -68,7 +68,7 @@ func runRelease(ctx context.Context, e *env, cfg Config, args []string) error {
 		return tokenRejected(cfg.Cluster, err)
 	}
 	if tok.Holder.ID != s.self {
-		holder := holderName(s.cluster, tok.Holder)
+		holder := holderName(s.cluster, tok.Holder.Ref())
 		return refusedf("release %q: the token is held by %s, not by --identity %s (%s): release it with the key that acquired it",
 			tok.Resource, holder, cfg.Identity, shortPeer(s.self))
 	}

@@ -250,6 +250,6 @@ func describeStatus(c *protocol.Cluster, st protocol.StatusReply) string {
 	if cl, ok := c.Client(st.Holder.ID); ok && cl.Name != "" {
 		name = cl.Name
 	}
-	session := st.Holder.Session.String()
+	session := st.Holder.Session.String() // the session's hash: replies never show its ID
 	return s + fmt.Sprintf(" holder=%s session=%s lease_epoch=%d lease_left=%s", name, session[:min(8, len(session))], st.LeaseEpoch, st.LeaseLeft.Round(time.Millisecond))
 }
