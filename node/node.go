@@ -541,6 +541,12 @@ func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, e
 		return nil, err
 	}
 	st := n.cfg.Rules.Status(rec, n.clock.Now())
+	if st.Holder.IsZero() {
+		st.Reserved, st.ReservedLeft = n.Reserved(req.Resource)
+		if st.ReservedLeft < time.Millisecond {
+			st.Reserved, st.ReservedLeft = protocol.HolderRef{}, 0 // the wire counts whole milliseconds
+		}
+	}
 	if rec.VoteEpoch > 0 && len(rec.VoteIDSig) > 0 {
 		st.Vote = &protocol.SignedVote{Node: n.Index(), Statement: n.stmt(rec.Resource, rec.VoteEpoch, rec.VoteHolder), IdentitySig: rec.VoteIDSig}
 	}

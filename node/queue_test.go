@@ -345,6 +345,13 @@ func TestReservationLapse(t *testing.T) {
 	ref, left := d.n.Reserved(res)
 	require.Equal(t, hb1.Ref(), ref)
 	require.Equal(t, d.n.cfg.Rules.ReserveFor, left)
+	// Status shows the free resource as reserved, naming the waiter by
+	// its session's hash.
+	st, err := protocol.UnmarshalStatusReply(d.call(a, protocol.ProtoStatus, protocol.StatusRequest{Resource: res}.Marshal()))
+	require.NoError(t, err)
+	require.True(t, st.Holder.IsZero())
+	require.Equal(t, hb1.Ref(), st.Reserved)
+	require.Equal(t, d.n.cfg.Rules.ReserveFor, st.ReservedLeft)
 	// b's first session never acquires; its second one waits as well.
 	require.False(t, d.waitNow(b, res, testKey(2), nil).Free)
 	clock.Advance(d.n.cfg.Rules.ReserveFor)

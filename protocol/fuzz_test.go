@@ -171,6 +171,8 @@ func corpusSeeds(tb testing.TB) map[string][]seed {
 	add("FuzzStatusRequest", "invalid-non-minimal-length", wire([]byte{0x81, 0x00, 'r'}))
 	add("FuzzStatusRequest", "invalid-resource-rlo", wire(wstr(rlo)))
 	add("FuzzStatusRequest", "invalid-resource-bom", wire(wstr("\ufefforders-db")))
+	add("FuzzStatusReply", "invalid-reserved-no-time", wire(wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu8(0), wref(otherRef), wu64(0)))
+	add("FuzzStatusReply", "invalid-time-no-reserved", wire(wu64(1), noRef, wu64(0), wu64(0), wu8(0), wu8(0), noRef, wu64(5)))
 	add("FuzzStatusReply", "invalid-token-flag-2", wire(wu64(1), noRef, wu64(1), wu64(0), wu8(2), wu8(0)))
 	add("FuzzStatusReply", "invalid-lease-left-out-of-range", wire(wu64(1), noRef, wu64(1), wu64(tooLongMS), wu8(0), wu8(0)))
 	add("FuzzStatusReply", "invalid-holder-control", wire(wu64(1), wref(HolderRef{ID: "h\x00", Session: testRef.Session}), wu64(1), wu64(0), wu8(0), wu8(0)))

@@ -140,6 +140,7 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"StatusRequest", StatusRequest{Resource: st.Resource}, decodeAs(UnmarshalStatusRequest)},
 		{"StatusReply/empty", StatusReply{}, decodeAs(UnmarshalStatusReply)},
 		{"StatusReply/no-token", StatusReply{LastEpoch: 41, Holder: testRef, LeaseEpoch: 41, LeaseLeft: 1500 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
+		{"StatusReply/reserved", StatusReply{LastEpoch: 42, Reserved: otherRef, ReservedLeft: 700 * time.Millisecond}, decodeAs(UnmarshalStatusReply)},
 		{"StatusReply/certified", StatusReply{LastEpoch: 42, Holder: testRef, LeaseEpoch: 42, LeaseLeft: 30 * time.Second, Certified: &tok}, decodeAs(UnmarshalStatusReply)},
 		{"AcquireRequest/no-proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: testKey, TTL: 30 * time.Second}, decodeAs(UnmarshalAcquireRequest)},
 		{"AcquireRequest/proof", AcquireRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: sameIDKey, TTL: MaxTTL, Proof: &tok}, decodeAs(UnmarshalAcquireRequest)},

@@ -158,6 +158,12 @@ type StatusReply struct {
 	// voted: clients use it to show lagging nodes that f+1 nodes moved on,
 	// and to detect equivocation.
 	Vote *SignedVote
+	// Reserved, when no lease or vote holds the resource, is the waiter
+	// the free resource is held for (push handoff), ReservedLeft how much
+	// longer: a resource that is free but reserved shows as such. Zero
+	// when nothing is reserved.
+	Reserved     HolderRef
+	ReservedLeft time.Duration
 }
 
 // AcquireRequest asks a node to vote for a lock session of the sender at an
@@ -411,6 +417,8 @@ func (m StatusReply) Marshal() []byte {
 		e.u8(1)
 		e.vote(*m.Vote)
 	}
+	e.holderRef(m.Reserved)
+	e.u64(durMS(m.ReservedLeft))
 	return e.b
 }
 
@@ -431,6 +439,11 @@ func UnmarshalStatusReply(b []byte) (StatusReply, error) {
 			m.Vote = &v
 		default:
 			d.fail("vote flag not 0 or 1")
+		}
+		m.Reserved = d.optHolderRef("reserved")
+		m.ReservedLeft = msDur(d, "reserved left")
+		if d.err == nil && m.Reserved.IsZero() != (m.ReservedLeft == 0) {
+			d.fail("reservation without a waiter or a time left")
 		}
 		return m
 	})

@@ -244,12 +244,24 @@ func askStatus(ctx context.Context, h host.Host, id peer.ID, m protocol.NodeInfo
 func describeStatus(c *protocol.Cluster, st protocol.StatusReply) string {
 	s := fmt.Sprintf("last_epoch=%d", st.LastEpoch)
 	if st.Holder.IsZero() {
-		return s + " holder=none"
+		s += " holder=none"
+		if !st.Reserved.IsZero() {
+			// Free, but held for the first waiter (push handoff).
+			s += fmt.Sprintf(" reserved_for=%s session=%s reserved_left=%s", nameOfClient(c, st.Reserved.ID), shortHash(st.Reserved.Session), st.ReservedLeft.Round(time.Millisecond))
+		}
+		return s
 	}
-	name := st.Holder.ID
-	if cl, ok := c.Client(st.Holder.ID); ok && cl.Name != "" {
-		name = cl.Name
-	}
-	session := st.Holder.Session.String() // the session's hash: replies never show its ID
-	return s + fmt.Sprintf(" holder=%s session=%s lease_epoch=%d lease_left=%s", name, session[:min(8, len(session))], st.LeaseEpoch, st.LeaseLeft.Round(time.Millisecond))
+	return s + fmt.Sprintf(" holder=%s session=%s lease_epoch=%d lease_left=%s", nameOfClient(c, st.Holder.ID), shortHash(st.Holder.Session), st.LeaseEpoch, st.LeaseLeft.Round(time.Millisecond))
 }
+
+// nameOfClient is the cluster file's name of client identity id, or id.
+func nameOfClient(c *protocol.Cluster, id string) string {
+	if cl, ok := c.Client(id); ok && cl.Name != "" {
+		return cl.Name
+	}
+	return id
+}
+
+// shortHash is the first 8 hex digits of a session's hash: replies never
+// show a session ID.
+func shortHash(h protocol.SessionHash) string { return h.String()[:8] }
