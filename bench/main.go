@@ -56,6 +56,9 @@ type system struct {
 	// lockers returns k clients of the service.
 	lockers func(k int) ([]testnet.Locker, error)
 	close   func() error
+	// stores, if set, returns the vote store's counters of each node
+	// (Palisade only), read before and after the measured phase.
+	stores func() []storeCounts
 }
 
 // config is the command line.
@@ -68,6 +71,7 @@ type config struct {
 	cpuprofile     string
 	blockprofile   string
 	mutexprofile   string
+	trace          string
 	dir            string
 }
 
@@ -123,6 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of each measured run to this file name with .SYSTEM-WORKLOAD before its extension")
 	fs.StringVar(&cfg.blockprofile, "blockprofile", "", "write a block profile (every blocking event) of each measured run, named as -cpuprofile's")
 	fs.StringVar(&cfg.mutexprofile, "mutexprofile", "", "write a mutex contention profile (every event) of each measured run, named as -cpuprofile's")
+	fs.StringVar(&cfg.trace, "trace", "", "write an execution trace (go tool trace) of each measured run, named as -cpuprofile's")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the data directories (default the system's temporary directory); they are removed at the end")
 	fs.BoolVar(&smoke, "smoke", false, "a short run that only checks the benchmark works: unless given, -cycles 2 -warmup 1 -nodes 4,7 -deadline 2m")
 	if err := fs.Parse(args); err != nil {
@@ -310,6 +315,10 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 	if err != nil {
 		return result{}, err
 	}
+	var before []storeCounts
+	if s.stores != nil {
+		before = s.stores()
+	}
 	r, err := testnet.Measure(ctx, lockers, tw)
 	if perr := stopProfile(); err == nil {
 		err = perr
@@ -318,6 +327,9 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 		return result{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	fmt.Fprintf(stderr, "%-8s %-6s %d cycles in %v, %d failures\n", s.name, w.name, r.Cycles, r.Elapsed.Round(time.Millisecond), r.Failures)
+	if s.stores != nil {
+		fmt.Fprintf(stderr, "%-8s %-6s vote stores: %s\n", s.name, w.name, storeDeltas(before, s.stores()))
+	}
 	if r.FirstErr != nil {
 		fmt.Fprintf(stderr, "%-8s %-6s first failure: %v\n", s.name, w.name, r.FirstErr)
 	}
@@ -372,6 +384,10 @@ func startProfiles(cfg config, tag string) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
+	stopTrace, err := startTrace(cfg.trace, tag)
+	if err != nil {
+		return nil, errors.Join(err, stopCPU())
+	}
 	if cfg.blockprofile != "" {
 		runtime.SetBlockProfileRate(1)
 	}
@@ -379,7 +395,7 @@ func startProfiles(cfg config, tag string) (func() error, error) {
 		runtime.SetMutexProfileFraction(1)
 	}
 	return func() error {
-		err := stopCPU()
+		err := errors.Join(stopCPU(), stopTrace())
 		if cfg.blockprofile != "" {
 			err = errors.Join(err, writeProfile("block", cfg.blockprofile, tag))
 			runtime.SetBlockProfileRate(0)
@@ -425,7 +441,16 @@ func palisadeSystem(dir string, n, clients int) (system, error) {
 	if err != nil {
 		return system{}, fmt.Errorf("palisade: %w", err)
 	}
-	return system{name: "palisade", close: nw.Close, lockers: nw.NewLockers}, nil
+	stores := func() []storeCounts {
+		out := make([]storeCounts, n)
+		for i := range n {
+			if r := nw.Node(i + 1); r != nil {
+				out[i] = readStoreCounts(r.MetricsRegistry())
+			}
+		}
+		return out
+	}
+	return system{name: "palisade", close: nw.Close, lockers: nw.NewLockers, stores: stores}, nil
 }
 
 // makeLockers makes k lockers with newLocker; on error it closes those it
