@@ -86,8 +86,22 @@ func ReadAudit(dir string, fn func(AuditEntry) error) (AuditSummary, error) {
 		if b == nil {
 			return nil // a store that never saved anything
 		}
+		// Entries a crash left in the store's write-ahead log follow
+		// those of the file (the node moves them in when it next opens).
+		logged, err := loggedAudit(path, tx.Bucket(boltBucketMeta))
+		if err != nil {
+			return err
+		}
+		sequence := b.Sequence()
 		c := b.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		for k, v := c.First(); ; k, v = c.Next() {
+			if k == nil {
+				if len(logged) == 0 {
+					break
+				}
+				k, v, sequence = seqKey(logged[0].seq), logged[0].value, max(sequence, logged[0].seq)
+				logged = logged[1:]
+			}
 			if len(k) != 8 {
 				chk.sum.Problems = append(chk.sum.Problems, fmt.Sprintf("a key of %d bytes, not a sequence number", len(k)))
 				continue
@@ -106,7 +120,7 @@ func ReadAudit(dir string, fn func(AuditEntry) error) (AuditSummary, error) {
 				return err
 			}
 		}
-		chk.finish(b.Sequence())
+		chk.finish(sequence)
 		return nil
 	})
 	sum := chk.sum

@@ -38,6 +38,9 @@ func (s *BoltStore) ScanRecords(ctx context.Context, after string, max int, fn f
 	if err := ctx.Err(); err != nil {
 		return "", false, fmt.Errorf("node: bolt store: scan: %w", err)
 	}
+	if err := s.flush(ctx); err != nil {
+		return "", false, err
+	}
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(boltBucketRecords).Cursor()
 		k, v := c.Seek([]byte(after))
@@ -82,6 +85,9 @@ func (s *BoltStore) AuditSequence(ctx context.Context) (uint64, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("node: bolt store: audit sequence: %w", err)
+	}
+	if err := s.flush(ctx); err != nil {
+		return 0, err
 	}
 	var seq uint64
 	err := s.db.View(func(tx *bbolt.Tx) error {
