@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +49,16 @@ var (
 // token), so the version names the curve too. Version 1, the stores of
 // earlier releases, had no meta bucket and held bn256 votes and version 2
 // tokens; a store with records and no format is refused with
-// ErrStoreVersion.
-const StoreFormatVersion = 2
+// ErrStoreVersion. Version 3 adds the write-ahead log (store_wal.go): a
+// crash can leave acknowledged votes in the log only, which a release
+// reading version 2 would not replay, so such a release must refuse the
+// store. A version 2 store (same curve, no log) is upgraded to 3 when it
+// opens.
+const StoreFormatVersion = 3
+
+// upgradableFormats are the formats of earlier versions this release
+// upgrades in place: the same records, without a log.
+var upgradableFormats = []string{fmt.Sprintf("2 %s", crypto.CurveName)}
 
 // storeFormat is the value of the meta bucket's format key.
 var storeFormat = fmt.Sprintf("%d %s", StoreFormatVersion, crypto.CurveName)
@@ -714,6 +723,12 @@ func checkStoreFormat(tx *bbolt.Tx) error {
 	if meta := tx.Bucket(boltBucketMeta); meta != nil {
 		got := meta.Get(boltKeyFormat)
 		if string(got) == storeFormat {
+			return nil
+		}
+		if slices.Contains(upgradableFormats, string(got)) {
+			if err := meta.Put(boltKeyFormat, []byte(storeFormat)); err != nil {
+				return fmt.Errorf("upgrade the store format from %q: %w", got, err)
+			}
 			return nil
 		}
 		return fmt.Errorf("%w: format %q, this release reads %q: the store belongs to a cluster of another release; a node directory from a new DKG starts without one", ErrStoreVersion, got, storeFormat)

@@ -50,7 +50,7 @@ func TestBoltStoreFormat(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Save(ctx, Record{Resource: "r", LastEpoch: 1}, AuditEntry{Kind: AuditVote, Resource: "r", Epoch: 1}))
 	require.NoError(t, s.Close())
-	require.Equal(t, "2 BLS12-381", readFormat(t, path))
+	require.Equal(t, "3 BLS12-381", readFormat(t, path))
 	s, err = OpenBoltStore(path)
 	require.NoError(t, err, "a store of this release reopens")
 	rec, ok, err := s.Load(ctx, "r")
@@ -74,9 +74,9 @@ func TestBoltStoreFormat(t *testing.T) {
 	s, err = OpenBoltStore(empty)
 	require.NoError(t, err, "an empty store of an earlier release holds nothing to misread")
 	require.NoError(t, s.Close())
-	require.Equal(t, "2 BLS12-381", readFormat(t, empty))
+	require.Equal(t, "3 BLS12-381", readFormat(t, empty))
 
-	for _, format := range []string{"1 bn256", "3 BLS12-381", "2 bn256", ""} {
+	for _, format := range []string{"1 bn256", "4 BLS12-381", "2 bn256", "3 bn256", ""} {
 		p := filepath.Join(t.TempDir(), StoreFileName)
 		db, err := bbolt.Open(p, 0o600, nil)
 		require.NoError(t, err)
@@ -91,8 +91,47 @@ func TestBoltStoreFormat(t *testing.T) {
 		s, err := OpenBoltStore(p)
 		require.Nil(t, s, format)
 		require.ErrorIs(t, err, ErrStoreVersion, format)
-		require.ErrorContains(t, err, "this release reads \"2 BLS12-381\"", format)
+		require.ErrorContains(t, err, "this release reads \"3 BLS12-381\"", format)
 	}
+}
+
+// TestBoltStoreUpgradesVersion2: a store of the previous format (the same
+// records, without the write-ahead log) opens, keeps its records and is
+// marked version 3, so that a release reading version 2, which would not
+// replay the log, refuses it from then on.
+func TestBoltStoreUpgradesVersion2(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), StoreFileName)
+	db, err := bbolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		m, err := tx.CreateBucket(boltBucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := m.Put(boltKeyFormat, []byte("2 BLS12-381")); err != nil {
+			return err
+		}
+		recs, err := tx.CreateBucket(boltBucketRecords)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(boltBucketAudit); err != nil {
+			return err
+		}
+		return recs.Put([]byte("orders-db"), []byte(`{"resource":"orders-db","last_epoch":7}`))
+	}))
+	require.NoError(t, db.Close())
+
+	s, err := OpenBoltStore(path)
+	require.NoError(t, err)
+	rec, ok, err := s.Load(ctx, "orders-db")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 7, rec.LastEpoch)
+	require.NoError(t, s.Save(ctx, Record{Resource: "orders-db", LastEpoch: 8}))
+	require.NoError(t, s.Close())
+	require.Equal(t, "3 BLS12-381", readFormat(t, path))
 }
 
 // readFormat returns the store's format, or "" if it has none.
