@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
@@ -60,16 +59,9 @@ type rawPeer struct {
 
 func newRawPeer(t testing.TB, nw *Network, ci int) *rawPeer {
 	t.Helper()
-	var ids []peer.ID
-	for _, m := range nw.Members {
-		ids = append(ids, m.PeerID)
-	}
-	h, err := transport.NewHost(nw.Keys.Clients[ci], nil, transport.NewGater(ids...))
+	h, err := liarHost(nw, ci)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
-	for _, m := range nw.Members {
-		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
-	}
 	return &rawPeer{t: t, nw: nw, h: h}
 }
 

@@ -43,16 +43,9 @@ type liar struct {
 
 func newLiar(t testing.TB, nw *Network, ci int) *liar {
 	t.Helper()
-	var ids []peer.ID
-	for _, m := range nw.Members {
-		ids = append(ids, m.PeerID)
-	}
-	h, err := transport.NewHost(nw.Keys.Clients[ci], nil, transport.NewGater(ids...))
+	h, err := liarHost(nw, ci)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
-	for _, m := range nw.Members {
-		require.NoError(t, transport.AddPeer(h, m.PeerID, m.Dir.Listen))
-	}
 	return &liar{t: t, nw: nw, h: h, id: h.ID(), rnd: mrand.New(mrand.NewSource(seedFor(t)))}
 }
 

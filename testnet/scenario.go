@@ -148,6 +148,8 @@ type ScenarioConfig struct {
 	NoReshare bool
 	// NoRestore never restarts a node from a backup of its vote store.
 	NoRestore bool
+	// NoLiars never runs hostile clients (scenario_liars.go).
+	NoLiars bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
 	Behaviours []NamedBehaviour
@@ -166,6 +168,9 @@ type ScenarioConfig struct {
 	// reshare replaces Reshare in the era run (tests that inject a
 	// failed resharing).
 	reshare reshareFunc
+	// everyNode, if set, decorates every honest node (tests of the
+	// fairness oracle: a node that serves its queue unfairly).
+	everyNode func() Behaviour
 }
 
 // ScenarioReport is what one scenario did and what the oracle checked.

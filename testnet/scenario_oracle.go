@@ -151,6 +151,7 @@ type oracle struct {
 	staleAdmitted int
 	holderRefused int
 	violations    []string
+	fair          fairLog // waits, grants and liars (scenario_fairness.go)
 }
 
 func newOracle(p scenarioPlan, c *protocol.Cluster) *oracle {

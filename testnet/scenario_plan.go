@@ -76,6 +76,8 @@ type scenarioPlan struct {
 	// from its crash on it has forgotten votes, so it counts against f
 	// like a Byzantine node, for the fault budget and for the oracle.
 	restored int
+	// liars are hostile clients (scenario_liars.go), drawn last.
+	liars []liarPlan
 }
 
 // eraPlan is a resharing during a run: at `at` the cluster is reshared to
@@ -94,12 +96,17 @@ type eraPlan struct {
 	colluder int
 }
 
-// clientKeys is how many client keys the scenario's key set needs.
+// clientKeys is how many client keys the scenario's key set needs: the
+// honest clients', the era colluder's, then the liars' own.
 func (p scenarioPlan) clientKeys() int {
+	n := p.nids
 	if p.era != nil && p.era.colluder >= 0 {
-		return p.era.colluder + 1
+		n = p.era.colluder + 1
 	}
-	return p.nids
+	for _, l := range p.liars {
+		n = max(n, l.key+1)
+	}
+	return n
 }
 
 // sharedIdentities reports whether some clients share one key.
@@ -110,6 +117,7 @@ const (
 	scenarioSharedPercent  = 60 // clients sharing a client key
 	scenarioResharePercent = 20 // a resharing with the old group left running
 	scenarioRestorePercent = 40 // a node restarted from a backup of its store
+	scenarioLiarPercent    = 35 // hostile clients (issue 20), scenario_liars.go
 )
 
 func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPlan {
@@ -267,6 +275,28 @@ func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPla
 	pick, backupAt := rng.Intn(1<<20), rng.Float64()
 	if restore && !cfg.NoRestore && !cfg.NoFaults {
 		p.planRestore(pick, backupAt)
+	}
+
+	// Hostile clients (issue 20), drawn last for the same reason: one or
+	// two, each with a mode, a resource, the honest client whose key a
+	// borrower shares, and a seed of its own. Both are always drawn.
+	liars := rng.Intn(100) < scenarioLiarPercent
+	nliars := 1 + rng.Intn(2)
+	var drawn [2]liarPlan
+	for j := range drawn {
+		drawn[j] = liarPlan{mode: liarMode(rng.Intn(len(liarModeNames))), resource: rng.Intn(p.r), victim: rng.Intn(p.k), seed: rng.Int63()}
+	}
+	if liars && !cfg.NoLiars {
+		key := p.clientKeys() // after the honest clients' and the colluder's
+		for _, l := range drawn[:nliars] {
+			if l.mode == liarBorrow {
+				l.key = p.ident[l.victim] // a sibling process of that client
+				l.resource = p.ops[l.victim][0].resource
+			} else {
+				l.key, key = key, key+1
+			}
+			p.liars = append(p.liars, l)
+		}
 	}
 	return p
 }

@@ -107,6 +107,11 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		}
 		nw.SetBehaviour(i, table[b].New())
 	}
+	for _, m := range nw.Members { // tests of the fairness oracle
+		if _, byz := p.byz[m.Index]; !byz && cfg.everyNode != nil {
+			nw.SetBehaviour(m.Index, cfg.everyNode())
+		}
+	}
 	ver := verifier.New(nw.Keys.Cluster) // the original cluster file, whatever the era
 	fences := make([]*verifier.Fence, p.r)
 	for r := range fences {
@@ -167,7 +172,12 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 			sc.run(ctx, &opsDone)
 		}()
 	}
+	lctx, stopLiars := context.WithCancel(ctx) // hostile clients, while the honest ones run
+	defer stopLiars()
+	waitLiars := startLiars(lctx, nw, p, o, tm, logf)
 	cwg.Wait()
+	stopLiars()
+	waitLiars()
 	close(done)
 	nwg.Wait()
 	if err := parent.Err(); err != nil {
@@ -210,6 +220,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 		slack = era.took
 	}
 	o.checkLiveness(slack)
+	o.checkFairness()
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -361,7 +372,9 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		c := sc.client(ctx, j)
 		res := resourceName(op.resource)
 		actx, cancel := context.WithTimeout(ctx, o.tm.wait)
+		fw := o.fairStart(i, res, sc.group, op.ttl, false)
 		l, err := c.Acquire(actx, res, client.WithTTL(op.ttl))
+		o.fairEnd(fw, l, err)
 		cancel()
 		if err != nil {
 			o.acquireFailed(i, res, err)
@@ -379,7 +392,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 			}
 		}
 		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		_ = l.Release(rctx) // may fail under faults; the lease then runs out
+		o.fairReleased(fw, l.Err(), l.Release(rctx)) // may fail under faults; the lease then runs out
 		rcancel()
 		writeStale(soon)
 		soon = nil
@@ -399,7 +412,9 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		}
 		res := resourceName(sc.ops[0].resource)
 		actx, cancel := context.WithTimeout(ctx, left)
+		fw := o.fairStart(i, res, sc.group, scenarioDefaultTTL, true)
 		l, err := sc.c.Acquire(actx, res)
+		o.fairEnd(fw, l, err)
 		cancel()
 		if err != nil {
 			o.acquireFailed(i, res, err)
@@ -407,7 +422,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		}
 		o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
 		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		_ = l.Release(rctx)
+		o.fairReleased(fw, l.Err(), l.Release(rctx))
 		rcancel()
 	}
 	signalled = true

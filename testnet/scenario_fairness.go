@@ -1,0 +1,429 @@
+package testnet
+
+// The fairness oracle (issue 20) and its checks on hostile clients
+// (scenario_liars.go). Fairness is liveness only (DESIGN "Fairness"): the
+// vote rules never depend on it, but it is checked like safety, by an
+// oracle, with clients that lie. Violations are prefixed "liveness:
+// fairness:" (the order: liveness, as DESIGN says, so a run that only
+// missed it may be retried like any missed bound) and "forge:" (a liar's
+// forged request accepted, or an honest lock ended under a liar: safety
+// of the session, never retried).
+//
+// Fairness, exactly. A wait is one honest Acquire call, from the call
+// (start) to its return with a lock (end, the grant); "honest" grants are
+// those of the scenario's clients, never a liar's. For a wait W on
+// resource R (of one cluster file: after a resharing the two groups keep
+// separate queues):
+//
+//   - served(W) is the number of honest grants on R to other Acquire
+//     calls that returned between W's start and W's end;
+//   - ahead(W) is the number of other honest Acquire calls on R that
+//     started before cutoff(W) and had not returned by W's start (still
+//     waiting then, or started later), where cutoff(W) is the earlier of
+//     W's end and the time of the (1+s)-th grant on R (any grant, a
+//     liar's included: each commit starts a lease generation) after W's
+//     start. The queue orders waiters by the lease generation (cohort)
+//     they first waited behind, and by a hash of the identity within one.
+//     From its Acquire call to its first Wait, W may see one handoff, and
+//     members may place a Wait that arrives around a handoff one
+//     generation apart (a claim then moves it up at most one): so W's
+//     cohort is the generation at its start or the next one, and every
+//     waiter that started before the second grant after W's start may
+//     share it (s = 1). An identity holding the live lease waits behind
+//     it (node's cohortFor): when W's key is shared with another honest
+//     client, one more generation (s = 2).
+//   - The bound (the issue's): W is served within ahead(W)+1 grants,
+//     counting its own: served(W) <= ahead(W).
+//
+// Only windows the queue controls are judged. Excluded are waits that
+// failed (timed out), the liveness retry loop's Acquire calls, and windows
+// [start, end] that overlap
+//
+//   - a crash, restart, restore from backup, cut-off or reconnect, from
+//     the step to fairSettle after it (queues live in memory: a restarted
+//     node forgets them, a cut-off node misses registrations and commits;
+//     re-registering takes a long poll);
+//   - a resharing, from its start to the end of the run (the old group
+//     keeps running, with relays, and clients move between groups);
+//   - a lease on R that may have ended by its TTL rather than a release:
+//     an honest lock lost before its Release or whose Release 2f+1 members
+//     did not acknowledge, an Acquire that failed (it may have left votes
+//     or a lease behind), a liar's failed Release; from its grant (or the
+//     failure) to one TTL after.
+//
+// Byzantine nodes (up to f) are not excluded, because they cannot break
+// the bound: a client acquires only after t members said free for its
+// session (or voted), and at least t-f = f+1 of them are honest, each of
+// which answers free (and votes) only for the first waiter of its own
+// queue; a Byzantine member can sign a false place, but a claim needs f+1
+// places and moves a waiter at most one generation up, to the cohort the
+// (f+1)-th lowest place (an honest member's) gives, which the one
+// generation of slack above covers. What they can do is delay everyone
+// alike (Silent, Slow), which the bound does not measure.
+//
+// Not observable here, and so not excluded: an honest waiter whose turn
+// came but which did not take it within the reservation (Rules.ReserveFor)
+// loses its place (its identity lapses). On a loaded machine that would
+// show as a fairness violation; see the seed runs' report.
+//
+// Forgeries. Every answer an honest member (not Byzantine, not restored
+// from a backup) gives to a borrowing liar's Release with a garbage
+// signature (without a key, or with its own key), or Renew or Abandon
+// with its own key for the honest client's live epoch, must be a refusal:
+// CodeOK is "forge: accepted". And in runs with liars, an honest lock's
+// lease must not end under it: a Lock lost because more than f members
+// refused its renewal as not-holder, or whose Release more than f refused
+// as not-holder, while a liar ran and no crash, restart, restore, cut-off
+// or reconnect fell between its grant and its Release (plus fairSettle),
+// is "forge: ... ended under ...". (A Lock that only missed its renewal
+// deadline is not judged: that is timing.)
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// fairSettle is how long after a fault step the queues are taken to be
+// disturbed: a restarted node is up again and the waiters' next long polls
+// (at most a request timeout apart) have registered them anew.
+const fairSettle = 500 * time.Millisecond
+
+// fairWait is one honest Acquire call.
+type fairWait struct {
+	client, key int
+	res         string
+	group       int
+	retry       bool // the liveness retry loop's
+	ttl         time.Duration
+	start, end  time.Time // end: when it returned (zero: never)
+	granted     bool
+	epoch       uint64
+	// ranOut: the lease may have ended by its TTL (lost before Release,
+	// or the Release not acknowledged by 2f+1 members).
+	ranOut   bool
+	released time.Time
+	// endedUnder describes a lease ended by more than f not-holder
+	// refusals ("" if not).
+	endedUnder string
+}
+
+// fairGrant is a liar's grant.
+type fairGrant struct {
+	res string
+	at  time.Time
+	who string
+}
+
+// fairSpan is a time span the fairness check leaves out.
+type fairSpan struct {
+	from, to time.Time
+	why      string
+}
+
+func (s fairSpan) overlaps(from, to time.Time) bool { return s.from.Before(to) && from.Before(s.to) }
+
+// fairLog is what the oracle keeps for the fairness and forgery checks
+// (under oracle.mu).
+type fairLog struct {
+	waits      []fairWait
+	liarGrants []fairGrant
+	liarSpans  []fairSpan // leases of liars that may have run out
+	active     []fairSpan // when liars ran
+	notes      map[string]int
+	forged     int // answers of honest members to forged requests
+}
+
+// fairStart records the start of client i's Acquire call on res.
+func (o *oracle) fairStart(i int, res string, group int, ttl time.Duration, retry bool) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	key := i
+	if i < len(o.p.ident) {
+		key = o.p.ident[i]
+	}
+	o.fair.waits = append(o.fair.waits, fairWait{client: i, key: key, res: res, group: group, retry: retry, ttl: ttl, start: time.Now()})
+	return len(o.fair.waits) - 1
+}
+
+// fairEnd records the return of Acquire call w: a lock, or err.
+func (o *oracle) fairEnd(w int, l *client.Lock, err error) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fw := &o.fair.waits[w]
+	fw.end = now
+	if err == nil && l != nil {
+		fw.granted, fw.epoch = true, l.Token().Epoch
+	}
+}
+
+// fairReleased records how the lease of Acquire call w ended: lost is
+// the Lock's Err before Release (nil: still held), err what Release
+// returned.
+func (o *oracle) fairReleased(w int, lost, err error) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fw := &o.fair.waits[w]
+	fw.released = now
+	fw.ranOut = lost != nil || err != nil
+	switch f := o.p.f; {
+	case notHolderRefusals(lost) > f:
+		fw.endedUnder = fmt.Sprintf("lost: %v", lost)
+	case lost == nil && notHolderRefusals(err) > f:
+		fw.endedUnder = fmt.Sprintf("release refused: %v", err)
+	}
+}
+
+// notHolderRefusals counts the members err says refused as not-holder.
+func notHolderRefusals(err error) int {
+	var nodes []*client.NodeError
+	var qe *client.QuorumError
+	var re *client.RefusedError
+	switch {
+	case errors.As(err, &re):
+		nodes = re.Nodes
+	case errors.As(err, &qe):
+		nodes = qe.Nodes
+	}
+	n := 0
+	for _, ne := range nodes {
+		var pe *protocol.RefusedError
+		if errors.As(ne.Err, &pe) && pe.Code == protocol.CodeNotHolder {
+			n++
+		}
+	}
+	return n
+}
+
+// liarActive records that liar j started (on) or stopped.
+func (o *oracle) liarActive(j int, lp liarPlan, on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	if on {
+		for len(o.fair.active) <= j {
+			o.fair.active = append(o.fair.active, fairSpan{})
+		}
+		o.fair.active[j] = fairSpan{from: now, to: now.Add(time.Hour), why: lp.String()}
+		return
+	}
+	o.fair.active[j].to = now
+}
+
+// liarNote counts an outcome of a liar's attack (reported, not judged).
+func (o *oracle) liarNote(j int, what string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fair.notes == nil {
+		o.fair.notes = map[string]int{}
+	}
+	o.fair.notes[what]++
+}
+
+// liarGranted records a liar's grant: it starts a lease generation (the
+// fairness check's cutoff) but is never counted as served, and its token
+// is checked like every other (S1, S2).
+func (o *oracle) liarGranted(j int, tok protocol.Token, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fair.liarGrants = append(o.fair.liarGrants, fairGrant{res: tok.Resource, at: at, who: fmt.Sprintf("liar%d", j)})
+	o.tokenLocked(fmt.Sprintf("liar%d", j), tok)
+}
+
+// liarReleased records a liar's Release; one that failed leaves a lease
+// that may run out by its TTL.
+func (o *oracle) liarReleased(j int, tok protocol.Token, err error) {
+	if err == nil {
+		return
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fair.liarSpans = append(o.fair.liarSpans, fairSpan{from: now.Add(-time.Second), to: now.Add(time.Second), why: fmt.Sprintf("liar%d's lease of %q epoch %d may have run out", j, tok.Resource, tok.Epoch)})
+}
+
+// forgeAnswered judges the members' answers to liar j's forged request
+// for the live epoch of res: no honest member may accept it.
+func (o *oracle) forgeAnswered(j int, res string, epoch uint64, what string, acks map[int]protocol.Ack) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	faulty := o.p.faulty()
+	for m, a := range acks {
+		if _, bad := faulty[m]; bad {
+			continue
+		}
+		o.fair.forged++
+		if a.Code == protocol.CodeOK {
+			o.violateLocked("forge: honest node %d accepted liar%d's %s for %q epoch %d", m, j, what, res, epoch)
+		}
+	}
+}
+
+// fairFaultSpans are the spans the run's faults and resharing disturb.
+func (o *oracle) fairFaultSpans() []fairSpan {
+	var out []fairSpan
+	for _, s := range o.p.faults {
+		switch s.kind {
+		case faultCrash, faultRestart, faultRestore, faultCut, faultReconnect:
+			at := o.start.Add(s.at)
+			out = append(out, fairSpan{from: at, to: at.Add(fairSettle), why: fmt.Sprintf("%s node %d", faultNames[s.kind], s.node)})
+		}
+	}
+	if o.p.era != nil {
+		out = append(out, fairSpan{from: o.start.Add(o.p.era.at), to: o.start.Add(time.Hour), why: "resharing"})
+	}
+	return out
+}
+
+// checkFairness judges the fairness bound over the run's waits and, with
+// liars, that no honest lock ended under one. It logs what it checked.
+func (o *oracle) checkFairness() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	faults := o.fairFaultSpans()
+	shared := map[int]bool{}
+	seen := map[int]int{}
+	for _, k := range o.p.ident {
+		seen[k]++
+		shared[k] = seen[k] > 1
+	}
+	v := judgeFairness(o.fair.waits, o.fair.liarGrants, append(append([]fairSpan(nil), faults...), o.fair.liarSpans...), shared)
+	for _, s := range v.violations {
+		o.violateLocked("%s", s)
+	}
+	if len(o.p.liars) > 0 {
+		for _, w := range o.fair.waits {
+			if w.endedUnder == "" || !w.granted {
+				continue
+			}
+			if anySpan(faults, func(s fairSpan) bool { return s.overlaps(w.end.Add(-fairSettle), w.released) }) {
+				continue
+			}
+			if !anySpan(o.fair.active, func(s fairSpan) bool { return s.overlaps(w.start, w.released) }) {
+				continue
+			}
+			o.violateLocked("forge: client%d's lock on %q epoch %d ended under it while liars %v ran: %s", w.client, w.res, w.epoch, o.p.liars, w.endedUnder)
+		}
+	}
+	var notes []string
+	for k, n := range o.fair.notes {
+		notes = append(notes, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(notes)
+	o.logf("fairness check: %d waits checked, %d excluded, %d violations; liars %v: grants %d, forged-request answers %d; %s",
+		v.checked, v.excluded, len(v.violations), o.p.liars, len(o.fair.liarGrants), o.fair.forged, strings.Join(notes, " "))
+}
+
+func anySpan(xs []fairSpan, f func(fairSpan) bool) bool {
+	for _, x := range xs {
+		if f(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// fairVerdict is what judgeFairness found.
+type fairVerdict struct {
+	checked, excluded int
+	violations        []string
+}
+
+// judgeFairness applies the bound (see the top of this file) to every
+// honest wait that ended in a grant: served <= ahead, unless the window
+// overlaps one of spans or a lease on its resource that may have run out.
+// liarGrants start lease generations but are never counted as served;
+// shared[k] says that client key k is used by more than one honest client.
+func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, shared map[int]bool) fairVerdict {
+	var v fairVerdict
+	type grant struct {
+		at     time.Time
+		honest bool
+		w      int
+	}
+	type queueKey struct {
+		res   string
+		group int
+	}
+	grants := map[queueKey][]grant{}
+	for i, w := range waits {
+		if w.granted {
+			k := queueKey{w.res, w.group}
+			grants[k] = append(grants[k], grant{at: w.end, honest: true, w: i})
+		}
+	}
+	for _, g := range liarGrants {
+		k := queueKey{g.res, 0} // liars use the original cluster file
+		grants[k] = append(grants[k], grant{at: g.at, w: -1})
+	}
+	for _, gs := range grants {
+		sort.Slice(gs, func(a, b int) bool { return gs[a].at.Before(gs[b].at) })
+	}
+	for i, w := range waits {
+		if !w.granted || w.retry {
+			continue
+		}
+		k := queueKey{w.res, w.group}
+		excluded := anySpan(spans, func(s fairSpan) bool { return s.overlaps(w.start, w.end) })
+		for j, x := range waits {
+			if excluded {
+				break
+			}
+			if j == i || x.res != w.res || x.group != w.group || x.end.IsZero() || !x.end.Before(w.end) {
+				continue
+			}
+			// A lease that may have run out by its TTL: an honest one
+			// lost or not released, or one an Acquire that failed may
+			// have left behind.
+			if (x.granted && x.ranOut) || !x.granted {
+				excluded = x.end.Add(x.ttl).After(w.start)
+			}
+		}
+		if excluded {
+			v.excluded++
+			continue
+		}
+		v.checked++
+		slack := 1
+		if shared[w.key] {
+			slack = 2
+		}
+		served, after := 0, 0
+		cutoff := w.end
+		var jumped []string
+		for _, g := range grants[k] {
+			if !g.at.After(w.start) {
+				continue
+			}
+			if after == slack && g.at.Before(cutoff) {
+				cutoff = g.at
+			}
+			after++
+			if g.honest && g.w != i && g.at.Before(w.end) {
+				served++
+				jumped = append(jumped, fmt.Sprintf("client%d from %+v", waits[g.w].client, waits[g.w].start.Sub(w.start).Round(time.Millisecond)))
+			}
+		}
+		ahead := 0
+		for j, x := range waits {
+			if j == i || x.res != w.res || x.group != w.group {
+				continue
+			}
+			if x.start.Before(cutoff) && (x.end.IsZero() || x.end.After(w.start)) {
+				ahead++
+			}
+		}
+		if served > ahead {
+			v.violations = append(v.violations, fmt.Sprintf("liveness: fairness: client%d waited %v on %q (epoch %d): %d honest grants to others before it (who, from when relative to its start: %s), only %d waiters could be ahead of it",
+				w.client, w.end.Sub(w.start).Round(time.Millisecond), w.res, w.epoch, served, strings.Join(jumped, " "), ahead))
+		}
+	}
+	return v
+}
