@@ -273,6 +273,26 @@ var scenarioKindSeeds = []struct {
 	// 5 and 64: N=4, all honest, one node restored; 69: N=7, a node lying
 	// in status and one restored (f=2 used up).
 	{"restore-from-backup", []int64{5, 64, 69}, func(p scenarioPlan) bool { return p.restored != 0 }},
+	// Hostile clients (issue 20), one seed per mode, N=4 with one
+	// Byzantine node or none, and faults: 10 pin, 156 jump, 35 two
+	// grinders on the one resource of 4 clients, 52 flood, 24 borrow.
+	{"liar-pin", []int64{10}, hasLiar(liarPin)},
+	{"liar-jump", []int64{156}, hasLiar(liarJump)},
+	{"liar-grind", []int64{35}, hasLiar(liarGrind)},
+	{"liar-flood", []int64{52}, hasLiar(liarFlood)},
+	{"liar-borrow", []int64{24}, hasLiar(liarBorrow)},
+}
+
+// hasLiar reports whether a plan has a liar in mode m.
+func hasLiar(m liarMode) func(p scenarioPlan) bool {
+	return func(p scenarioPlan) bool {
+		for _, l := range p.liars {
+			if l.mode == m {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // TestScenarioKinds runs the pinned seeds of each new kind and checks that
