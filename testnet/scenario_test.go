@@ -80,7 +80,8 @@ func scenarioSeeds(t *testing.T) (seeds []int64, fromEnv bool) {
 // summary line (shown with -v, or when a seed fails). Repeat a failing seed
 // with PALISADE_SCENARIO_SEEDS=<seed>-<seed>. PALISADE_SCENARIO_PARALLEL
 // sets how many run at once (default GOMAXPROCS/2, at least 1; at most
-// GOMAXPROCS). No seed runs twice: a liveness miss is as final as a
+// 2×GOMAXPROCS: a scenario mostly waits on timers and loopback, and the
+// liveness budget absorbs the lateness scenarios cause each other). No seed runs twice: a liveness miss is as final as a
 // safety violation, and the liveness budget measures the load instead
 // (scenario_liveness.go); the summary gives the lateness it absorbed.
 func TestScenarios(t *testing.T) {
@@ -95,7 +96,7 @@ func TestScenarios(t *testing.T) {
 		if err != nil || p < 1 {
 			t.Fatalf("PALISADE_SCENARIO_PARALLEL=%q: want a positive integer", s)
 		}
-		par = min(p, runtime.GOMAXPROCS(0))
+		par = min(p, 2*runtime.GOMAXPROCS(0))
 	}
 
 	var (
