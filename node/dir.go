@@ -38,6 +38,10 @@ const (
 	// StoreFileName is the node's vote store (BoltStore,
 	// StoreFormatVersion).
 	StoreFileName = "votes.db"
+	// StoreLogFileName is the vote store's write-ahead log, beside it:
+	// the store is the two files together. After a clean close (and in a
+	// copy, CopyStore) the log holds nothing the bbolt file lacks.
+	StoreLogFileName = StoreFileName + walSuffix
 	// EvidenceFileName holds evidence of equivocation the node saw, one
 	// JSON object per line: {"a": "<hex SignedVote>", "b": "..."}.
 	EvidenceFileName = "evidence.jsonl"

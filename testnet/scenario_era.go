@@ -21,6 +21,7 @@ import (
 	"io"
 	mrand "math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
@@ -65,6 +66,9 @@ type eraRun struct {
 	err   error         // set before ready closes
 	wrong string        // set with err when the DKG made a wrong cluster file (a violation)
 	took  time.Duration
+	// began is when the resharing started (UnixNano, 0 before), for the
+	// liveness budget of the clients still trying meanwhile.
+	began atomic.Int64
 
 	mu      sync.Mutex
 	clients map[int]*client.Client // scenario client -> its client on the new cluster file
@@ -84,6 +88,24 @@ func newEraRun(p scenarioPlan, old *Network, dir string, seed int64, scale time.
 	// The one definition of the next floor; Reshare's DKG uses it too.
 	e.newFloor, e.err = protocol.NextEpochFloor(old.Keys.Cluster.File.EpochFloor)
 	return e
+}
+
+// tookSoFar is how long the resharing took once it ended, or has taken
+// while it runs (0 before it starts, or with no resharing): the slack of
+// the liveness budget.
+func (e *eraRun) tookSoFar() time.Duration {
+	if e == nil {
+		return 0
+	}
+	select {
+	case <-e.ready:
+		return e.took
+	default:
+	}
+	if b := e.began.Load(); b != 0 {
+		return time.Since(time.Unix(0, b))
+	}
+	return 0
 }
 
 // floor is the new group's epoch floor.
@@ -111,6 +133,7 @@ func (e *eraRun) run(ctx context.Context, wstart time.Time, done <-chan struct{}
 	case <-t.C:
 	}
 	start := time.Now()
+	e.began.Store(start.UnixNano())
 	progress := &lockedBuffer{}
 	keys, err := e.reshare(ctx, e.dir, e.old.Keys, DKGOptions{N: e.plan.n, Keep: e.plan.keep, PhaseTimeout: e.timeout,
 		Rand: mrand.New(mrand.NewSource(e.seed ^ 0x5e5a)), Progress: &stampedWriter{start: start, w: progress}})

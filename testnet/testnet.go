@@ -341,6 +341,14 @@ func (nw *Network) RestoreBackup(i int, backup []byte) error {
 	if err := os.WriteFile(filepath.Join(m.Dir.Path, node.StoreFileName), backup, 0o600); err != nil {
 		return fmt.Errorf("testnet: restore node %d: %w", i, err)
 	}
+	// The backup is the whole store as of its copy (CopyStore checkpoints
+	// the log first, and a stopped node's log holds nothing the file
+	// lacks): the log the node wrote since is not part of it. Left in
+	// place, its frames could continue the old file and bring back the
+	// votes the restore is meant to forget.
+	if err := os.Remove(filepath.Join(m.Dir.Path, node.StoreLogFileName)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("testnet: restore node %d: %w", i, err)
+	}
 	return nw.Restart(i)
 }
 
