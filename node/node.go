@@ -187,6 +187,10 @@ type Node struct {
 	laterEra sync.Once
 
 	ops ops // metrics, member probes, the client list (ops.go)
+
+	// lapses are the recent reservations that ran out unused
+	// (RecentLapses, waiters.go).
+	lapses lapseRing
 }
 
 // New starts a node on host h: it registers the protocol handlers and

@@ -37,11 +37,17 @@ import (
 // members vouch for (signed places, protocol.Place), by one cohort at
 // most, and at most one claim per queue entry is checked. An identity
 // holds at most Limits.WaitersPerClientPerResource places of one queue.
-// And a reservation that runs out unused marks its identity lapsed in
-// that queue: its waiters, present and future sessions alike, go after
-// every other waiter of their cohort until a lease is committed on the
-// resource, so an identity that never acquires cannot keep a free
-// resource reserved for its fresh sessions.
+// And a reservation that runs out unused counts a lapse against its
+// identity in that queue: within a cohort, waiters go by the number of
+// times their identity lapsed (fewest first), present and future sessions
+// alike, until a lease is committed on the resource, so an identity that
+// never acquires cannot keep a free resource reserved for its fresh
+// sessions. Counting, not just marking, matters when every identity of a
+// cohort has lapsed (honest clients whose turns split, with no lease
+// committed to clear the record): a mark would put them all back in rank
+// order, and an identity that ranks first and lapses on purpose would be
+// reserved afresh each time its window ends; with counts, the repeat
+// offender sorts after every identity that lapsed fewer times.
 
 // queue is the waiters of one resource at one node. Its methods are pure
 // given now: the driver holds the resource's shard lock around them.
@@ -63,8 +69,8 @@ type queue struct {
 	resource string
 	// lapsed are the identities whose reservation ran out unused since a
 	// lease was last committed on the resource (at generation leaseGen),
-	// oldest first, at most maxLapsed.
-	lapsed   []string
+	// with how many times, oldest first, at most maxLapsed.
+	lapsed   []lapseCount
 	leaseGen uint64
 }
 
@@ -74,6 +80,17 @@ const doneSessions = 16
 // maxLapsed is how many lapsed identities a queue remembers; the oldest
 // is forgotten first.
 const maxLapsed = 16
+
+// maxLapseCount is where an identity's lapse count saturates: enough to
+// put a repeat offender behind everyone who lapsed once or twice.
+const maxLapseCount = 8
+
+// lapseCount is one lapsed identity of a queue and how many times its
+// reservation ran out unused (1..maxLapseCount).
+type lapseCount struct {
+	id    string
+	count int
+}
 
 type waiter struct {
 	holder protocol.Holder
@@ -174,15 +191,15 @@ func tie(s protocol.SessionID) uint64 {
 }
 
 // before reports whether a is ahead of b: the earlier cohort; in one
-// cohort, a waiter whose identity has not lapsed; then rank, then tie
+// cohort, the waiter whose identity lapsed fewer times; then rank, then tie
 // (and, for hashes that collide, the identity and session bytes, so the
 // order is total).
 func (q *queue) before(a, b waiter) bool {
 	if a.cohort != b.cohort {
 		return a.cohort < b.cohort
 	}
-	if la, lb := q.isLapsed(a.holder.ID), q.isLapsed(b.holder.ID); la != lb {
-		return lb
+	if la, lb := q.lapses(a.holder.ID), q.lapses(b.holder.ID); la != lb {
+		return la < lb
 	}
 	if a.rank != b.rank {
 		return a.rank < b.rank
@@ -375,26 +392,35 @@ func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol
 	}
 }
 
-// lapse marks identity id lapsed: its reservation ran out unused. Its
-// waiters order after the others of their cohort until a lease is
-// committed (leaseCommitted). The record keeps the last maxLapsed.
+// lapse counts a lapse of identity id: its reservation ran out unused.
+// Its waiters order after those of their cohort whose identities lapsed
+// fewer times, until a lease is committed (leaseCommitted). The count
+// saturates at maxLapseCount; the record keeps the last maxLapsed
+// identities to lapse.
 func (q *queue) lapse(id string) {
-	if q.isLapsed(id) {
-		return
+	for i := range q.lapsed {
+		if q.lapsed[i].id == id {
+			if q.lapsed[i].count < maxLapseCount {
+				q.lapsed[i].count++
+			}
+			return
+		}
 	}
 	if len(q.lapsed) >= maxLapsed {
 		q.lapsed = append(q.lapsed[:0], q.lapsed[1:]...)
 	}
-	q.lapsed = append(q.lapsed, id)
+	q.lapsed = append(q.lapsed, lapseCount{id: id, count: 1})
 }
 
-func (q *queue) isLapsed(id string) bool {
+// lapses is how many times identity id lapsed since the last committed
+// lease (0: never, or forgotten).
+func (q *queue) lapses(id string) int {
 	for _, l := range q.lapsed {
-		if l == id {
-			return true
+		if l.id == id {
+			return l.count
 		}
 	}
-	return false
+	return 0
 }
 
 // leaseCommitted records that a lease of generation gen is committed on

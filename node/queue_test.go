@@ -115,7 +115,7 @@ func TestQueueLapse(t *testing.T) {
 	h, _, _, expired, _ := q.reservation(at(time.Second), time.Second)
 	require.Equal(t, []protocol.Holder{bob}, expired)
 	require.Equal(t, alice, h, "bob lapsed: his other session goes after alice")
-	require.True(t, q.isLapsed(bob.ID))
+	require.True(t, q.lapses(bob.ID) > 0)
 	// A later cohort still goes after a lapsed identity's earlier one.
 	q.touch(carol, 2, 8, 2, at(time.Second))
 	q.remove(alice)
@@ -123,17 +123,80 @@ func TestQueueLapse(t *testing.T) {
 	require.Equal(t, bob2, w.holder)
 	// A committed lease ends the lapse; an older generation does not.
 	q.leaseCommitted(4)
-	require.False(t, q.isLapsed(bob.ID))
+	require.False(t, q.lapses(bob.ID) > 0)
 	q.lapse(bob.ID)
 	q.leaseCommitted(4)
-	require.True(t, q.isLapsed(bob.ID), "the same lease renewed")
+	require.True(t, q.lapses(bob.ID) > 0, "the same lease renewed")
 	// Bounded: the oldest is forgotten.
 	for i := range maxLapsed {
 		q.lapse(fmt.Sprintf("id-%d", i))
 	}
 	require.Len(t, q.lapsed, maxLapsed)
-	require.False(t, q.isLapsed(bob.ID))
-	require.True(t, q.isLapsed(fmt.Sprintf("id-%d", maxLapsed-1)))
+	require.False(t, q.lapses(bob.ID) > 0)
+	require.True(t, q.lapses(fmt.Sprintf("id-%d", maxLapsed-1)) > 0)
+}
+
+// TestQueueLapseCounts: when every identity of a cohort has lapsed (no
+// lease committed to clear the record), one that lapsed more often goes
+// after those that lapsed fewer times, whatever the ranks say: a liar
+// that ranks first and lets its turn run out again and again with fresh
+// sessions cannot keep the honest identities waiting (seed 140).
+func TestQueueLapseCounts(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	liar := protocol.Holder{ID: "liar", Session: protocol.SessionID{0x11}}
+	dave := protocol.Holder{ID: "dave", Session: protocol.SessionID{0xd}}
+	honest := []protocol.Holder{alice, carol, dave}
+	// A resource on which the liar ranks first in cohort 1.
+	res := ""
+	for i := 0; res == ""; i++ {
+		r := fmt.Sprintf("r-%d", i)
+		first := true
+		for _, h := range honest {
+			first = first && rank(r, 1, liar.ID) < rank(r, 1, h.ID)
+		}
+		if first {
+			res = r
+		}
+	}
+	q := newQueue(res)
+	for _, h := range append([]protocol.Holder{liar}, honest...) {
+		q.touch(h, 1, 8, 2, at(0))
+	}
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
+	}
+	w, _ := q.head()
+	require.Equal(t, liar, w.holder, "no lapses: rank order")
+	for _, h := range honest {
+		q.lapse(h.ID)
+	}
+	w, _ = q.head()
+	require.Equal(t, liar, w.holder, "the liar has not lapsed yet")
+	for range 3 {
+		q.lapse(liar.ID)
+	}
+	require.Equal(t, 3, q.lapses(liar.ID))
+	w, _ = q.head()
+	require.NotEqual(t, liar.ID, w.holder.ID, "the liar lapsed three times, the others once")
+	for _, h := range honest {
+		require.True(t, q.before(q.waiters[q.find(h)], q.waiters[q.find(liar)]), "%s goes before the liar", h.ID)
+	}
+	// A fresh session of the liar's queues behind them too.
+	liar2 := protocol.Holder{ID: liar.ID, Session: protocol.SessionID{0x12}}
+	q.touch(liar2, 1, 8, 2, at(time.Second))
+	for _, h := range honest {
+		require.True(t, q.before(q.waiters[q.find(h)], q.waiters[q.find(liar2)]))
+	}
+	// The count saturates.
+	for range 2 * maxLapseCount {
+		q.lapse(liar.ID)
+	}
+	require.Equal(t, maxLapseCount, q.lapses(liar.ID))
+	// A newer committed lease clears the record: rank order again.
+	q.leaseCommitted(2)
+	require.Zero(t, q.lapses(liar.ID))
+	w, _ = q.head()
+	require.Equal(t, liar.ID, w.holder.ID)
 }
 
 // A waiter that keeps taking the vote and never the lease (abandoning it,
@@ -163,7 +226,7 @@ func TestQueueVotesNeverCommitted(t *testing.T) {
 	h, _, _, expired, _ := q.reservation(at(10*time.Millisecond), time.Second)
 	require.Equal(t, []protocol.Holder{bob}, expired)
 	require.Equal(t, alice, h)
-	require.True(t, q.isLapsed(bob.ID))
+	require.True(t, q.lapses(bob.ID) > 0)
 	q.voted(carol) // not queued: nothing to count
 	require.Equal(t, -1, q.find(carol))
 }
@@ -371,7 +434,34 @@ func TestReservationLapse(t *testing.T) {
 	require.Zero(t, left)
 	sh := d.n.shard(res)
 	sh.mu.Lock()
-	lapsed := sh.queues[res].isLapsed(b.String())
+	lapsed := sh.queues[res].lapses(b.String()) > 0
 	sh.mu.Unlock()
 	require.False(t, lapsed)
+}
+
+// TestRecentLapsesBounded: a node remembers its last recentLapses lapses,
+// oldest first, and forgets the oldest beyond that.
+func TestRecentLapsesBounded(t *testing.T) {
+	var r lapseRing
+	require.Empty(t, r.list())
+	at := func(i int) time.Time { return stateBase.Add(time.Duration(i) * time.Millisecond) }
+	for i := range 3 {
+		r.add(Lapse{Resource: "r", ID: fmt.Sprintf("id-%d", i), At: at(i)})
+	}
+	got := r.list()
+	require.Len(t, got, 3)
+	require.Equal(t, "id-0", got[0].ID)
+	require.Equal(t, "id-2", got[2].ID)
+	for i := 3; i < 2*recentLapses+5; i++ {
+		r.add(Lapse{Resource: "r", ID: fmt.Sprintf("id-%d", i), At: at(i)})
+	}
+	got = r.list()
+	require.Len(t, got, recentLapses)
+	require.Equal(t, fmt.Sprintf("id-%d", recentLapses+5), got[0].ID, "the oldest are forgotten")
+	require.Equal(t, fmt.Sprintf("id-%d", 2*recentLapses+4), got[recentLapses-1].ID)
+	for i := 1; i < len(got); i++ {
+		require.True(t, got[i-1].At.Before(got[i].At), "oldest first")
+	}
+	got[0].ID = "changed"
+	require.NotEqual(t, "changed", r.list()[0].ID, "a copy")
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,59 @@ func (n *Node) queueAcquire(sh *shard, rec Record, holder protocol.Holder, o Out
 	return Outcome{Next: rec, At: now, Kind: protocol.KindQueued, Holder: first, Left: left}, true
 }
 
+// Lapse is one reservation that ran out unused at this node: the free
+// resource was held for the session's turn and the session did not take
+// it (it was slow, gone, or kept its votes uncommitted).
+type Lapse struct {
+	Resource string
+	ID       string             // the client identity
+	Session  protocol.SessionID // the lock session (one Acquire call)
+	At       time.Time          // by the node's clock
+}
+
+// recentLapses is how many lapses a node remembers (RecentLapses); the
+// oldest is forgotten first.
+const recentLapses = 256
+
+// lapseRing is the node's bounded record of recent lapses. It has its own
+// lock: lapses are added under the shard locks of different resources.
+type lapseRing struct {
+	mu   sync.Mutex
+	buf  [recentLapses]Lapse
+	next int // where the next lapse goes
+	n    int // how many are held, at most recentLapses
+}
+
+func (r *lapseRing) add(l Lapse) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf[r.next] = l
+	r.next = (r.next + 1) % recentLapses
+	if r.n < recentLapses {
+		r.n++
+	}
+}
+
+// list returns a copy of the held lapses, oldest first.
+func (r *lapseRing) list() []Lapse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Lapse, 0, r.n)
+	for i := r.next - r.n; i < r.next; i++ {
+		out = append(out, r.buf[(i+recentLapses)%recentLapses])
+	}
+	return out
+}
+
+// RecentLapses returns the last reservations (at most 256) that ran out
+// unused at this node, oldest first: which client identity and lock
+// session let its turn on which resource pass, and when. It is a copy, in
+// memory only (a restarted node starts empty), for operators looking into
+// a waiter that was passed over and for tests that must tell a slow
+// waiter from an unfair queue. Each is also logged ("reservation expired
+// unused") and counted in the metrics.
+func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
+
 // reservation is queue.reservation after pruning, accounting for the
 // waiters it drops and the reservations that ran out unused. The caller
 // holds sh.mu.
@@ -51,11 +105,12 @@ func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) 
 	for _, h := range expired {
 		n.ops.metrics.reservationsExpired.Inc()
 		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", h.ID)
+		n.lapses.add(Lapse{Resource: resource, ID: h.ID, Session: h.Session, At: now})
 	}
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
-			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%t polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.isLapsed(w.holder.ID), w.polls))
+			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%d polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.lapses(w.holder.ID), w.polls))
 		}
 		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Ref().Short(), "dropped", len(dropped), "queue", line)
 	}
