@@ -79,11 +79,11 @@ func (e *ScenarioError) Error() string {
 // Is makes errors.Is(err, ErrViolation) true.
 func (e *ScenarioError) Is(target error) bool { return target == ErrViolation }
 
-// Safety reports whether a safety invariant (not only liveness) was
-// violated.
+// Safety reports whether a safety invariant (not only liveness or
+// fairness) was violated.
 func (e *ScenarioError) Safety() bool {
 	for _, v := range e.Violations {
-		if !strings.HasPrefix(v, "liveness:") {
+		if !strings.HasPrefix(v, "liveness:") && !strings.HasPrefix(v, "fairness:") {
 			return true
 		}
 	}

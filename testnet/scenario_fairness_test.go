@@ -90,6 +90,19 @@ func TestJudgeFairness(t *testing.T) {
 			checked:  2, // client0's and client1's windows end before client1's lease
 			excluded: 3,
 		},
+		{
+			name: "a wait whose session lapsed is excluded",
+			// client2 jumped over as in "one jump", but its own turn had
+			// run out unused at an honest node: the queue's rules, not
+			// unfairness.
+			waits: func() []fairWait {
+				ws := []fairWait{wait(0, 0, 10), wait(1, 20, 100), wait(4, 25, 150), wait(2, 30, 400), wait(3, 160, 300)}
+				ws[3].lapsed = "node 5"
+				return ws
+			}(),
+			checked:  4,
+			excluded: 1,
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,7 +111,7 @@ func TestJudgeFairness(t *testing.T) {
 			require.Equal(t, c.checked, v.checked, "checked")
 			require.Equal(t, c.excluded, v.excluded, "excluded")
 			for _, s := range v.violations {
-				require.True(t, strings.HasPrefix(s, "liveness: fairness:"), s)
+				require.True(t, strings.HasPrefix(s, "fairness:"), s)
 			}
 		})
 	}
@@ -255,10 +268,10 @@ func TestFairnessOracleCatchesUnfairNodes(t *testing.T) {
 
 // TestFairnessHonestQueues runs the seeds of
 // TestFairnessOracleCatchesUnfairNodes with honest queues: no fairness
-// violation. The bound is a timing bound too (a waiter whose turn comes
-// must take it within Rules.ReserveFor, or its identity lapses and goes
-// behind), so a seed that misses it runs once more, as CI does for
-// liveness.
+// violation, on the first run. A waiter that let its turn pass (its
+// session lapsed at an honest node, however slow the machine) is left out
+// by the oracle, so the verdict does not depend on load and nothing is
+// retried.
 func TestFairnessHonestQueues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios")
@@ -281,7 +294,7 @@ func fairnessViolations(t *testing.T, err error) []string {
 	require.True(t, errors.As(err, &se), "%v", err)
 	var out []string
 	for _, v := range se.Violations {
-		if strings.HasPrefix(v, "liveness: fairness:") {
+		if strings.HasPrefix(v, "fairness:") {
 			out = append(out, v)
 		}
 	}

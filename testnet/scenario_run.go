@@ -186,12 +186,15 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 			sc.run(ctx, &opsDone)
 		}()
 	}
+	stopLapses := o.watchLapses(nw) // the honest nodes' lapses, for the fairness check
+	defer stopLapses()
 	lctx, stopLiars := context.WithCancel(ctx) // hostile clients, while the honest ones run
 	defer stopLiars()
 	waitLiars := startLiars(lctx, nw, p, o, tm, logf)
 	cwg.Wait()
 	stopLiars()
 	waitLiars()
+	stopLapses()
 	close(done)
 	nwg.Wait()
 	if err := parent.Err(); err != nil {
