@@ -133,6 +133,11 @@ type ScenarioConfig struct {
 	NoRestore bool
 	// NoLiars never runs hostile clients (scenario_liars.go).
 	NoLiars bool
+	// Fairness makes the fairness bound (scenario_fairness.go) a verdict;
+	// without it, what the check finds is logged only. Its misses still
+	// depend on the machine's load (a waiter slowed before its turn), so
+	// it is opt-in until they do not (PALISADE_SCENARIO_FAIRNESS=1).
+	Fairness bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
 	Behaviours []NamedBehaviour

@@ -387,6 +387,10 @@ func (o *oracle) checkFairness() {
 	}
 	v := judgeFairness(o.fair.waits, o.fair.liarGrants, append(append([]fairSpan(nil), faults...), o.fair.liarSpans...), shared)
 	for _, s := range v.violations {
+		if !o.judgeFairness {
+			o.logf("not judged (ScenarioConfig.Fairness off): %s", s)
+			continue
+		}
 		o.violateLocked("%s", s)
 	}
 	if len(o.p.liars) > 0 {

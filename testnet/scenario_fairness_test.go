@@ -222,7 +222,7 @@ func (u *unfairQueue) Request(ctx context.Context, m *Member, proto string, from
 // unfairPlan pins a contended scenario: 4 clients on one resource, every
 // node honest but for the queue, no faults, no resharing and no liars, so
 // the fairness check judges every wait.
-var unfairPlan = ScenarioConfig{Clients: 4, Resources: 1, NoByzantine: true, NoFaults: true, NoReshare: true, NoRestore: true, NoLiars: true}
+var unfairPlan = ScenarioConfig{Clients: 4, Resources: 1, NoByzantine: true, NoFaults: true, NoReshare: true, NoRestore: true, NoLiars: true, Fairness: true}
 
 // TestFairnessOracleCatchesUnfairNodes runs pinned seeds through the real
 // scenario driver with every node serving its queue LIFO, or always

@@ -122,11 +122,13 @@ type voteKey struct {
 // oracle records every token, write and node log of a scenario and checks
 // the invariants.
 type oracle struct {
-	p       scenarioPlan
-	cluster *protocol.Cluster
-	logf    func(string, ...any)
-	tm      scenarioTiming
-	start   time.Time
+	p scenarioPlan
+	// judgeFairness makes fairness misses violations (ScenarioConfig.Fairness).
+	judgeFairness bool
+	cluster       *protocol.Cluster
+	logf          func(string, ...any)
+	tm            scenarioTiming
+	start         time.Time
 
 	// era is the resharing of the run, if any; newFloor is the new
 	// group's epoch floor (0: no resharing).

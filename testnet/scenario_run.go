@@ -91,6 +91,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	defer func() { err = errors.Join(err, nw.Close()) }()
 
 	o := newOracle(p, nw.Keys.Cluster)
+	o.judgeFairness = cfg.Fairness
 	o.logf = logf
 	o.tm = tm
 	var era *eraRun
