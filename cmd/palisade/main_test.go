@@ -314,7 +314,10 @@ func TestProcessesKillOneThenTwo(t *testing.T) {
 	require.Equal(t, 4, r.code, "stdout %q", r.stdout)
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "palisade: error: acquire \"orders-db\": gave up after --wait 3s: not enough nodes: 3 of 4 needed")
-	require.Regexp(t, `\(node 3: connection refused; node 4: connection refused\)`, r.stderr)
+	// The dead nodes are named with their reason; on a loaded machine the
+	// live ones' last answers may have timed out too, and are then named
+	// before them.
+	require.Regexp(t, `[(;] ?node 3: connection refused; node 4: connection refused\)`, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line:\n%s", r.stderr)
 	require.Less(t, r.took, wait+10*time.Second, "acquire overran its --wait bound")
 	require.GreaterOrEqual(t, r.took, wait, "acquire gave up before its --wait bound")
