@@ -361,8 +361,7 @@ func startProfile(name, tag string) (func() error, error) {
 	if name == "" {
 		return func() error { return nil }, nil
 	}
-	ext := filepath.Ext(name)
-	f, err := os.Create(strings.TrimSuffix(name, ext) + "." + tag + ext)
+	f, err := createTagged(name, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -408,11 +407,17 @@ func startProfiles(cfg config, tag string) (func() error, error) {
 	}, nil
 }
 
+// createTagged creates the file name with tag inserted before its
+// extension ("cpu.pprof", "palisade-16own": "cpu.palisade-16own.pprof").
+func createTagged(name, tag string) (*os.File, error) {
+	ext := filepath.Ext(name)
+	return os.Create(strings.TrimSuffix(name, ext) + "." + tag + ext)
+}
+
 // writeProfile writes the named runtime profile into name with tag
 // inserted before its extension.
 func writeProfile(profile, name, tag string) error {
-	ext := filepath.Ext(name)
-	f, err := os.Create(strings.TrimSuffix(name, ext) + "." + tag + ext)
+	f, err := createTagged(name, tag)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime/trace"
 	"strings"
 	"time"
@@ -72,8 +70,7 @@ func startTrace(name, tag string) (func() error, error) {
 	if name == "" {
 		return func() error { return nil }, nil
 	}
-	ext := filepath.Ext(name)
-	f, err := os.Create(strings.TrimSuffix(name, ext) + "." + tag + ext)
+	f, err := createTagged(name, tag)
 	if err != nil {
 		return nil, err
 	}
