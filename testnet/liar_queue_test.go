@@ -5,12 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	mrand "math/rand"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +16,6 @@ import (
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/internal/metricstest"
 	"github.com/palisade-dev/palisade/internal/testwait"
-	"github.com/palisade-dev/palisade/internal/transport"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -31,57 +28,27 @@ import (
 // it the resource is free for it (it was first in line: the resource was
 // reserved for it), whether or not it then acquires.
 
-// liar sends raw protocol requests as client identity ci.
+// liar is the scenario generator's liarPeer (scenario_liars.go) as a
+// test uses it: its draws are deterministic per test, and a member that
+// does not register a session fails the test.
 type liar struct {
-	t   testing.TB
-	nw  *Network
-	h   host.Host
-	id  peer.ID
-	mu  sync.Mutex // guards rnd
-	rnd *mrand.Rand
+	*liarPeer
+	t testing.TB
 }
 
 func newLiar(t testing.TB, nw *Network, ci int) *liar {
 	t.Helper()
-	h, err := liarHost(nw, ci)
+	p, err := newLiarPeer(nw, ci, seedFor(t), 10*time.Second)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.Close() })
-	return &liar{t: t, nw: nw, h: h, id: h.ID(), rnd: mrand.New(mrand.NewSource(seedFor(t)))}
-}
-
-// key draws a session key (deterministic per test).
-func (l *liar) key() protocol.SessionKey {
-	var k protocol.SessionKey
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, _ = l.rnd.Read(k[:])
-	return k
-}
-
-func (l *liar) holder(k protocol.SessionKey) protocol.Holder {
-	return protocol.Holder{ID: l.id.String(), Session: k.Session()}
-}
-
-// wait sends one Wait to member i.
-func (l *liar) wait(ctx context.Context, i int, res string, k protocol.SessionKey, claim []protocol.SignedPlace, maxWait time.Duration) (protocol.WaitReply, error) {
-	req := protocol.WaitRequest{Cluster: l.nw.Keys.Cluster.ID, Resource: res, Key: k, MaxWait: maxWait, Claim: claim}
-	b, err := transport.Call(ctx, l.h, l.nw.Member(i).PeerID, protocol.ProtoWait, req.Marshal(), protocol.MaxFrameSize)
-	if err != nil {
-		return protocol.WaitReply{}, err
-	}
-	return protocol.UnmarshalWaitReply(b)
+	t.Cleanup(func() { _ = p.close() })
+	return &liar{liarPeer: p, t: t}
 }
 
 // register queues session k at every member (a Wait answered at once)
 // and returns the members' replies by index.
 func (l *liar) register(ctx context.Context, res string, k protocol.SessionKey) map[int]protocol.WaitReply {
-	out := map[int]protocol.WaitReply{}
-	for _, m := range l.nw.Members {
-		r, err := l.wait(ctx, m.Index, res, k, nil, 0)
-		require.NoError(l.t, err)
-		require.Equal(l.t, protocol.CodeOK, r.Code, r.Message)
-		out[m.Index] = r
-	}
+	out := l.liarPeer.register(ctx, res, k)
+	require.Len(l.t, out, len(l.nw.Members), "every member registers the session")
 	return out
 }
 
@@ -89,30 +56,8 @@ func (l *liar) register(ctx context.Context, res string, k protocol.SessionKey) 
 // until t members said free in one sweep, then calls served once; it
 // stops when ctx ends. It runs in its own goroutine and only reports.
 func (l *liar) pollUntilFree(ctx context.Context, res string, k protocol.SessionKey, claim []protocol.SignedPlace, served func()) {
-	t := l.nw.Keys.Cluster.File.T
-	for ctx.Err() == nil {
-		var (
-			mu   sync.Mutex
-			free int
-			wg   sync.WaitGroup
-		)
-		for _, m := range l.nw.Members {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r, err := l.wait(ctx, m.Index, res, k, claim, 300*time.Millisecond)
-				if err == nil && r.Free {
-					mu.Lock()
-					free++
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if free >= t {
-			served()
-			return
-		}
+	if ok, _ := l.liarPeer.pollUntilFree(ctx, res, k, claim, time.Hour); ok {
+		served()
 	}
 }
 
