@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
@@ -108,13 +109,22 @@ func requireLease(t testing.TB, nw *Network, resource string, holder protocol.Ho
 	}
 }
 
-// requireNoLease checks that no member holds a lease of resource.
+// requireNoLease checks that no member holds a lease of resource. A
+// Release returns once t members acknowledged it; the others apply it
+// when their copy of the request arrives, so each member is given until
+// a hang ceiling (not a speed bound) to show it.
 func requireNoLease(t testing.TB, nw *Network, resource, why string) {
 	t.Helper()
 	for i := range nw.Members {
-		rec, err := nw.Node(i+1).Record(context.Background(), resource)
-		require.NoError(t, err)
-		require.True(t, rec.Lease.Holder.IsZero(), "node %d: %s: lease %+v", i+1, why, rec.Lease)
+		ok := assert.Eventually(t, func() bool {
+			rec, err := nw.Node(i+1).Record(context.Background(), resource)
+			return err == nil && rec.Lease.Holder.IsZero()
+		}, 30*time.Second, 2*time.Millisecond)
+		if !ok {
+			rec, err := nw.Node(i+1).Record(context.Background(), resource)
+			require.NoError(t, err)
+			require.Fail(t, "a lease is left", "node %d: %s: lease %+v", i+1, why, rec.Lease)
+		}
 	}
 }
 
