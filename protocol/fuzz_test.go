@@ -533,3 +533,41 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// syncSeedCorpus checks that testdata/fuzz holds each target's seeds
+// (all, by target); with -write-corpus it writes them. rerun names the
+// test to run with -write-corpus.
+func syncSeedCorpus(t *testing.T, all map[string][]seed, targets []string, rerun string) {
+	t.Helper()
+	require.Len(t, all, len(targets))
+	for _, target := range targets {
+		files := map[string]string{}
+		for _, s := range all[target] {
+			require.NotContains(t, files, s.name, "%s: seed named twice", target)
+			files[s.name] = corpusFile(target, s.data)
+		}
+		err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", target), files, *writeCorpus)
+		require.NoError(t, err, "run: go test ./protocol -run "+rerun+" -write-corpus")
+	}
+}
+
+// requireSeedsClassified checks that each seed decodes exactly when it is
+// named valid, and that every target has seeds of both kinds.
+func requireSeedsClassified(t *testing.T, all map[string][]seed, decoders map[string]func([]byte) error) {
+	t.Helper()
+	for target, seeds := range all {
+		var valid, invalid int
+		for _, s := range seeds {
+			err := decoders[target](s.data)
+			if s.valid() {
+				valid++
+				require.NoError(t, err, "%s/%s", target, s.name)
+			} else {
+				invalid++
+				require.Error(t, err, "%s/%s", target, s.name)
+			}
+		}
+		require.Positive(t, valid, target)
+		require.Positive(t, invalid, target)
+	}
+}

@@ -2,14 +2,11 @@ package protocol
 
 import (
 	"bytes"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/palisade-dev/palisade/internal/fuzzseed"
 )
 
 // The Locks messages keep their fuzz targets and seed corpus here, beside
@@ -62,17 +59,7 @@ func locksSeeds(tb testing.TB) map[string][]seed {
 // targets' seed corpus; with -write-corpus it writes it (see
 // TestWriteSeedCorpus).
 func TestWriteLocksSeedCorpus(t *testing.T) {
-	all := locksSeeds(t)
-	require.Len(t, all, len(locksFuzzTargets))
-	for _, target := range locksFuzzTargets {
-		files := map[string]string{}
-		for _, s := range all[target] {
-			require.NotContains(t, files, s.name, "%s: seed named twice", target)
-			files[s.name] = corpusFile(target, s.data)
-		}
-		err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", target), files, *writeCorpus)
-		require.NoError(t, err, "run: go test ./protocol -run TestWriteLocksSeedCorpus -write-corpus")
-	}
+	syncSeedCorpus(t, locksSeeds(t), locksFuzzTargets, "TestWriteLocksSeedCorpus")
 }
 
 // TestLocksSeedsClassified checks each Locks seed decodes exactly when it
@@ -82,21 +69,7 @@ func TestLocksSeedsClassified(t *testing.T) {
 		"FuzzLocksRequest": func(b []byte) error { _, err := UnmarshalLocksRequest(b); return err },
 		"FuzzLocksReply":   func(b []byte) error { _, err := UnmarshalLocksReply(b); return err },
 	}
-	for target, seeds := range locksSeeds(t) {
-		var valid, invalid int
-		for _, s := range seeds {
-			err := decoders[target](s.data)
-			if s.valid() {
-				valid++
-				require.NoError(t, err, "%s/%s", target, s.name)
-			} else {
-				invalid++
-				require.Error(t, err, "%s/%s", target, s.name)
-			}
-		}
-		require.Positive(t, valid, target)
-		require.Positive(t, invalid, target)
-	}
+	requireSeedsClassified(t, locksSeeds(t), decoders)
 }
 
 // TestLargestLocksReplyFitsFrame: a full page with every field at its

@@ -1,13 +1,8 @@
 package protocol
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/palisade-dev/palisade/internal/fuzzseed"
 )
 
 // The signed place keeps its fuzz target and seed corpus here, beside the
@@ -63,17 +58,7 @@ func placeSeeds(tb testing.TB) map[string][]seed {
 // targets' seed corpus; with -write-corpus it writes it (see
 // TestWriteSeedCorpus).
 func TestWritePlaceSeedCorpus(t *testing.T) {
-	all := placeSeeds(t)
-	require.Len(t, all, len(placeFuzzTargets))
-	for _, target := range placeFuzzTargets {
-		files := map[string]string{}
-		for _, s := range all[target] {
-			require.NotContains(t, files, s.name, "%s: seed named twice", target)
-			files[s.name] = corpusFile(target, s.data)
-		}
-		err := fuzzseed.Sync(filepath.Join("testdata", "fuzz", target), files, *writeCorpus)
-		require.NoError(t, err, "run: go test ./protocol -run TestWritePlaceSeedCorpus -write-corpus")
-	}
+	syncSeedCorpus(t, placeSeeds(t), placeFuzzTargets, "TestWritePlaceSeedCorpus")
 }
 
 // TestPlaceSeedsClassified checks each place seed decodes exactly when it
@@ -82,21 +67,7 @@ func TestPlaceSeedsClassified(t *testing.T) {
 	decoders := map[string]func([]byte) error{
 		"FuzzSignedPlace": func(b []byte) error { _, err := UnmarshalSignedPlace(b); return err },
 	}
-	for target, seeds := range placeSeeds(t) {
-		var valid, invalid int
-		for _, s := range seeds {
-			err := decoders[target](s.data)
-			if s.valid() {
-				valid++
-				require.NoError(t, err, "%s/%s", target, s.name)
-			} else {
-				invalid++
-				require.Error(t, err, "%s/%s", target, s.name)
-			}
-		}
-		require.Positive(t, valid, target)
-		require.Positive(t, invalid, target)
-	}
+	requireSeedsClassified(t, placeSeeds(t), decoders)
 }
 
 func FuzzSignedPlace(f *testing.F) {
