@@ -33,7 +33,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/palisade-dev/palisade/crypto"
@@ -266,7 +265,7 @@ func (c *Client) warmUp() {
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 			defer cancel()
-			ctx = network.WithForceDirectDial(ctx, "palisade member")
+			transport.ClearBackoff(c.host, m.id)
 			if err := c.host.Connect(ctx, peer.AddrInfo{ID: m.id}); err != nil {
 				log.Debugw("warm-up dial failed", "node", m.index, "err", err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -192,11 +193,27 @@ func AddPeer(h host.Host, id peer.ID, addrs []string) error {
 
 const permanentAddrTTL = time.Duration(1<<63 - 1)
 
+// ClearBackoff forgets h's failed dials to p, so a member that restarts is
+// dialled again at once rather than after libp2p's dial backoff (5 s and
+// growing). Call it before a NewStream or Connect that may dial.
+//
+// It replaces network.WithForceDirectDial, which skipped the backoff as a
+// side effect: with that flag, a dial still queued in the swarm when the
+// host closes dereferences a nil transport in go-libp2p v0.51.0
+// (Swarm.nonProxyAddr), which crashed a test binary. Hosts built here have
+// no relay, so the flag's own meaning (no relayed connection) costs nothing
+// to drop.
+func ClearBackoff(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(p)
+	}
+}
+
 // Call sends one request frame on a fresh stream of proto and reads one
 // reply frame of at most maxReply bytes (protocol.MaxFrameSize for the
 // token plane; the DKG's frames are larger), all within ctx.
 func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte, maxReply int) ([]byte, error) {
-	ctx = network.WithForceDirectDial(ctx, "palisade member")
+	ClearBackoff(h, p)
 	s, err := h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
 		return nil, fmt.Errorf("open %s stream: %w", proto, err)

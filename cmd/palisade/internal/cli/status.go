@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -216,7 +215,8 @@ func askStatus(ctx context.Context, h host.Host, id peer.ID, m protocol.NodeInfo
 	r := memberStatus{info: m}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := h.Connect(network.WithForceDirectDial(ctx, "palisade status"), peer.AddrInfo{ID: id}); err != nil {
+	transport.ClearBackoff(h, id)
+	if err := h.Connect(ctx, peer.AddrInfo{ID: id}); err != nil {
 		r.err = err
 		return r
 	}

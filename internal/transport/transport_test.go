@@ -1,0 +1,58 @@
+package transport
+
+import (
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/stretchr/testify/require"
+
+	pproto "github.com/palisade-dev/palisade/protocol"
+)
+
+// TestClearBackoffRedialsRestartedPeer stops a server, lets the client's
+// dial to it fail, and starts it again on the same address: libp2p's dial
+// backoff refuses the next dial, and ClearBackoff lets it through at once.
+func TestClearBackoffRedialsRestartedPeer(t *testing.T) {
+	rnd := rand.New(rand.NewSource(11))
+	sk, err := GenerateIdentity(rnd)
+	require.NoError(t, err)
+	ck, err := GenerateIdentity(rnd)
+	require.NoError(t, err)
+	sid, err := peer.IDFromPrivateKey(sk)
+	require.NoError(t, err)
+	cid, err := peer.IDFromPrivateKey(ck)
+	require.NoError(t, err)
+
+	server, err := NewHost(sk, []string{"/ip4/127.0.0.1/tcp/0"}, NewGater(cid))
+	require.NoError(t, err)
+	addr := server.Addrs()[0].String()
+	require.NoError(t, server.Close())
+
+	client, err := NewHost(ck, nil, NewGater(sid))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	require.NoError(t, AddPeer(client, sid, []string{addr}))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = Call(ctx, client, sid, echoProto, []byte("x"), pproto.MaxFrameSize)
+	require.Error(t, err, "the server is down")
+
+	server, err = NewHost(sk, []string{addr}, NewGater(cid))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = server.Close() })
+	e := &echoServer{h: server}
+	server.SetStreamHandler(echoProto, e.handle)
+
+	// Control: a plain dial is refused by the backoff the failure left.
+	_, err = client.Network().DialPeer(ctx, sid)
+	require.ErrorIs(t, err, swarm.ErrDialBackoff)
+
+	reply, err := Call(ctx, client, sid, echoProto, []byte("x"), pproto.MaxFrameSize)
+	require.NoError(t, err, "Call clears the backoff before it dials")
+	require.Equal(t, []byte("x"), reply)
+}
