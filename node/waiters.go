@@ -35,7 +35,7 @@ func (n *Node) queueAcquire(sh *shard, rec Record, holder protocol.Holder, o Out
 	if q == nil || q.idle() {
 		return o, false // nobody waits: vote
 	}
-	first, left, ok := n.reservation(sh, q, rec.Resource, now)
+	first, left, ok := n.reservation(sh, q, rec, now)
 	if !ok || first == holder {
 		return o, false
 	}
@@ -98,9 +98,10 @@ func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
 // reservation is queue.reservation after pruning, accounting for the
 // waiters it drops and the reservations that ran out unused. The caller
 // holds sh.mu.
-func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) (protocol.Holder, time.Duration, bool) {
+func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (protocol.Holder, time.Duration, bool) {
+	resource := rec.Resource
 	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
-	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
+	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor, cohort(rec, now))
 	n.forget(dropped)
 	for _, h := range expired {
 		n.ops.metrics.reservationsExpired.Inc()
@@ -110,7 +111,7 @@ func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) 
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
-			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%d polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.lapses(w.holder.ID), w.polls))
+			line = append(line, fmt.Sprintf("%s/%s c=%d r=%x polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:8], w.cohort, w.rank>>48, w.polls))
 		}
 		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Ref().Short(), "dropped", len(dropped), "queue", line)
 	}
@@ -140,7 +141,7 @@ func (n *Node) Reserved(resource string) (protocol.HolderRef, time.Duration) {
 	if rec.Lease.Active(now) {
 		return protocol.HolderRef{}, 0
 	}
-	first, left, ok := n.reservation(sh, q, resource, now)
+	first, left, ok := n.reservation(sh, q, rec, now)
 	if !ok {
 		return protocol.HolderRef{}, 0
 	}
@@ -196,11 +197,8 @@ func (n *Node) changed(sh *shard, o Outcome) {
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
 		q.busy()
-		if !l.Committed && o.Kind == protocol.KindVote && !o.Repeat {
-			q.voted(l.Holder)
-		}
 		if l.Committed {
-			q.leaseCommitted(l.Epoch)
+			q.leased(l.Holder)
 			if q.committed(l.Holder) {
 				n.forget([]protocol.Holder{l.Holder})
 			}
@@ -332,7 +330,7 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(now), !l.Committed
 		return st, q.changed, st.Left, nil
 	}
-	first2, left, ok := n.reservation(sh, q, resource, now)
+	first2, left, ok := n.reservation(sh, q, rec, now)
 	if !ok || first2 == holder {
 		st.Free = true
 		q.tell(holder, now)
