@@ -69,16 +69,13 @@ import (
 // given now: the driver holds the resource's shard lock around them.
 type queue struct {
 	waiters []waiter
-	// turn is set while a turn is under way on the free resource: the
-	// turn of identity turnID, until until; reserved is the session it
-	// was last worked out for. interrupted is the waiter whose turn a
-	// vote ended (busy), until its lease is committed or the resource is
-	// free again.
-	turn        bool
-	turnID      string
-	until       time.Time
-	reserved    protocol.Holder
-	interrupted protocol.Holder
+	// turn is set while a turn is under way: the turn of identity
+	// turnID, until until; reserved is the session it was last worked
+	// out for.
+	turn     bool
+	turnID   string
+	until    time.Time
+	reserved protocol.Holder
 	// changed is closed (and replaced) when the resource's state changed,
 	// waking the long polls of its waiters; polls counts those in
 	// progress (also of waiters the queue had no room for).
@@ -375,24 +372,21 @@ func (q *queue) head(k int64) (waiter, bool) {
 // so two processes sharing a key are told alike by every member as soon
 // as it knows both; a waiter that joins meanwhile does not move the turn.
 //
-// A waiter whose turn ends without its lease moves to cohort newest, the
+// A turn is a span of time, not a count of tries: votes taken in it and
+// abandoned (a split round) leave the rest of the turn to the waiter, and
+// a committed lease ends it (leased). A waiter whose turn runs out without
+// its lease is listed in expired and moves to cohort newest, the
 // newcomers' (cohort of the record now): it keeps waiting, but behind
-// every earlier cohort, and takes turns with the newcomers. A turn ends
-// without a lease when it runs out unused (its session is listed in
-// expired) or when the resource is free again after a vote that was not
-// committed (busy): a waiter that takes the vote and abandons it again
-// and again keeps no earlier cohort (nor does a second session of its
-// identity, after its own turn).
+// every earlier cohort, and takes turns with the newcomers. So a waiter
+// that takes the vote and abandons it again and again keeps its turn to
+// the end of the slot and no longer, and no earlier cohort after it (nor
+// does a second session of its identity, after its own turn).
 //
 // A first waiter that is not there to take its turn (it neither polls nor
 // was told its turn: a client that gave up, or a session served
 // elsewhere) leaves the queue (dropped lists it; expired too if the turn
 // was already its); when none of the identity's is left, the turn passes.
 func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint64) (h protocol.Holder, left time.Duration, dropped, expired []protocol.Holder, ok bool) {
-	if !q.interrupted.IsZero() {
-		q.demote(q.interrupted, newest)
-		q.interrupted = protocol.Holder{}
-	}
 	if q.turn && !now.Before(q.until) {
 		q.turn = false
 		if q.find(q.reserved) >= 0 {
@@ -472,23 +466,9 @@ func (q *queue) demote(h protocol.Holder, c uint64) {
 	w.place, w.claimed = nil, true
 }
 
-// busy says the resource is no longer free: a vote or a lease holds it.
-// The turn under way ends; if the resource is free again before the
-// identity's lease is committed (leased), the identity moves to the
-// newcomers' cohort (see reservation).
-func (q *queue) busy() {
-	if q.turn {
-		q.interrupted = q.reserved
-	}
-	q.turn, q.reserved = false, protocol.Holder{}
-}
-
-// leased records that h's lease was committed: its turn was used.
-func (q *queue) leased(h protocol.Holder) {
-	if q.interrupted == h {
-		q.interrupted = protocol.Holder{}
-	}
-}
+// leased records that a lease was committed on the resource: the turn
+// under way is over (used, if the lease is its waiter's).
+func (q *queue) leased() { q.turn, q.reserved = false, protocol.Holder{} }
 
 // notify wakes the long polls of the resource's waiters.
 func (q *queue) notify() {

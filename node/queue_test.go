@@ -141,12 +141,12 @@ func TestQueueTakesTurns(t *testing.T) {
 	require.Equal(t, wantS, w.holder)
 }
 
-// TestQueueUnusedTurn: an identity that never acquires has its turn and
-// loses it at the slot's end (counted as expired), or as soon as the
-// resource is free again after a vote it took and abandoned; then it and
-// its fresh sessions wait in the newcomers' cohort, and get one turn in m
-// while others wait. A turn that begins in the last half of a slot is the
-// next slot's, so no turn is a sliver and none is stretched.
+// TestQueueUnusedTurn: an identity that never acquires has its turn to
+// the slot's end, however many votes it takes and abandons meanwhile, and
+// loses it then (counted as expired); then it and its fresh sessions wait
+// in the newcomers' cohort, and get one turn in m while others wait. A
+// turn that begins in the last half of a slot is the next slot's, so no
+// turn is a sliver.
 func TestQueueUnusedTurn(t *testing.T) {
 	const reserveFor = time.Second
 	k0 := gridStart(reserveFor)
@@ -191,24 +191,37 @@ func TestQueueUnusedTurn(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{liar.ID: 3, alice.ID: 3}, turns, "one turn in two")
 
-	// The liar takes the vote and abandons it: the rest of slot k0 is
-	// still its (it ranks first of cohort 2), not the next slot.
+	// The liar takes the vote and abandons it, again and again: the rest
+	// of the turn is still its, to the end of the slot and no longer;
+	// then it has lost its earlier cohort.
 	q = start()
-	q.busy()
-	h, left, _, _, _ := q.reservation(at(0, 100*time.Millisecond), reserveFor, 2)
-	require.EqualValues(t, 2, q.cohortOf(liar), "the vote was not committed")
-	require.Equal(t, liar, h)
-	require.Equal(t, 900*time.Millisecond, left)
-	q.busy()
-	h, left, _, _, _ = q.reservation(at(0, 600*time.Millisecond), reserveFor, 2)
-	require.Equal(t, alice, h, "begun in the last half of slot k0: slot k0+1's turn")
+	for _, d := range []time.Duration{100, 600, 900} {
+		// (a vote held the resource; it was abandoned)
+		h, left, _, expired, _ := q.reservation(at(0, d*time.Millisecond), reserveFor, 2)
+		require.Equal(t, liar, h)
+		require.Equal(t, reserveFor-d*time.Millisecond, left)
+		require.Empty(t, expired)
+		require.EqualValues(t, 1, q.cohortOf(liar))
+	}
+	h, _, _, expired, _ = q.reservation(at(1, 0), reserveFor, 2)
+	require.Equal(t, []protocol.Holder{liar}, expired)
+	require.EqualValues(t, 2, q.cohortOf(liar))
+	require.Equal(t, alice, h)
+	// A committed lease ends the turn, used: no move.
+	q = start()
+	q.leased()
+	q.committed(liar)
+	h, _, _, expired, _ = q.reservation(at(0, 100*time.Millisecond), reserveFor, 2)
+	require.Empty(t, expired)
+	require.Equal(t, alice, h)
+	// A turn that begins in the last half of a slot is the next slot's.
+	q = newQueue(res)
+	q.touch(liar, 2, 8, 2, at(0, 0))
+	q.touch(alice, 2, 8, 2, at(0, 0))
+	polling(q)
+	h, left, _, _, _ := q.reservation(at(0, 600*time.Millisecond), reserveFor, 2)
+	require.Equal(t, alice, h, "slot k0+1's turn: position 1 of the two")
 	require.Equal(t, reserveFor+400*time.Millisecond, left)
-	// A committed lease is a used turn: no move.
-	q = start()
-	q.busy()
-	q.leased(liar)
-	q.reservation(at(0, 100*time.Millisecond), reserveFor, 2)
-	require.EqualValues(t, 1, q.cohortOf(liar))
 }
 
 // TestQueueOrderConverges: two members that disagree on whom a free
@@ -504,8 +517,6 @@ func TestQueueClampsVoteCohort(t *testing.T) {
 		a, _, _, _, _ := saw.reservation(now, reserveFor, 1)
 		b, _, _, _, _ := missed.reservation(now, reserveFor, 1)
 		require.Equal(t, a, b, "slot %d", i)
-		saw.busy()
-		missed.busy()
 	}
 	require.EqualValues(t, 1, saw.cohortOf(bob))
 }

@@ -186,19 +186,19 @@ func (n *Node) forget(hs []protocol.Holder) {
 	}
 }
 
-// changed runs after a transition of o.Next's resource was saved: a lease
-// or vote now holding the resource spends its reservation, a committed
-// lease takes its holder out of the queue, and the waiters' long polls
-// look again. The caller holds sh.mu.
+// changed runs after a transition of o.Next's resource was saved: a
+// committed lease ends the turn under way and takes its holder out of the
+// queue, and the waiters' long polls look again. (A vote does not end the
+// turn: if it is abandoned, the rest of the turn is still its waiter's.)
+// The caller holds sh.mu.
 func (n *Node) changed(sh *shard, o Outcome) {
 	q := sh.queues[o.Next.Resource]
 	if q == nil {
 		return
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
-		q.busy()
 		if l.Committed {
-			q.leased(l.Holder)
+			q.leased()
 			if q.committed(l.Holder) {
 				n.forget([]protocol.Holder{l.Holder})
 			}

@@ -488,11 +488,34 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 				excluded = x.end.Add(x.ttl).After(w.start)
 			}
 		}
+		// One Lock per resource per Client: a call that found its own
+		// client holding (or acquiring) the resource waited for it
+		// locally, outside the queue, until that lock was released. Its
+		// wait in the queue starts then.
+		start := w.start
+		for j, x := range waits {
+			if excluded {
+				break
+			}
+			if j == i || x.client != w.client || x.res != w.res || x.group != w.group || !x.granted || !x.end.Before(w.end) {
+				continue
+			}
+			if x.released.IsZero() {
+				// No Release on record: the lock may have been held
+				// until its lease ran out.
+				excluded = x.end.Add(x.ttl).After(w.start)
+				continue
+			}
+			if x.released.After(start) {
+				start = x.released
+			}
+		}
 		if excluded {
 			v.excluded++
 			continue
 		}
 		v.checked++
+		w.start = start // (w is this loop's copy)
 		slack := 1
 		if shared[w.key] {
 			slack = 2

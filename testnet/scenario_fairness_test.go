@@ -23,6 +23,7 @@ func TestJudgeFairness(t *testing.T) {
 	wait := func(c, a, b int) fairWait {
 		return fairWait{client: c, key: c, res: "res-0", ttl: time.Second, start: at(a), end: at(b), granted: true}
 	}
+	released := func(w fairWait, ms int) fairWait { w.released = at(ms); return w }
 	cases := []struct {
 		name       string
 		waits      []fairWait
@@ -54,6 +55,24 @@ func TestJudgeFairness(t *testing.T) {
 			checked:    4,
 			excluded:   1,
 			violations: 0,
+		},
+		{
+			name: "others served while the client waits for its own lock",
+			// client1's second call waits inside its Client until its
+			// first lock is released at 500: three others are served
+			// meanwhile, and its wait in the queue starts at 500.
+			waits: []fairWait{released(wait(1, 0, 10), 500), wait(1, 20, 600),
+				wait(2, 30, 100), wait(3, 120, 200), wait(4, 220, 300)},
+			checked: 5,
+		},
+		{
+			name: "control: the same served while a waiter of its own is in the queue",
+			// The first lock is another client's: client1 was in the queue
+			// from 20 and three that started after it were served first.
+			waits: []fairWait{released(wait(0, 0, 10), 500), wait(1, 20, 600),
+				wait(2, 30, 100), wait(3, 120, 200), wait(4, 220, 300)},
+			checked:    5,
+			violations: 1,
 		},
 		{
 			name: "a liar's grant is not counted",
