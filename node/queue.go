@@ -170,6 +170,12 @@ func rank(resource, id string) uint64 {
 	return binary.BigEndian.Uint64(d.Sum(nil))
 }
 
+// QueueRank is the rank of client identity id in resource's queue: the
+// identities of one cohort take turns in this order, lowest first, from
+// the slot's position. For tests and tools that need the order without a
+// node.
+func QueueRank(resource, id string) uint64 { return rank(resource, id) }
+
 // tie orders the sessions of one identity in one cohort: a hash of the
 // session. A client choosing its session reorders only its own waiters.
 func tie(s protocol.SessionID) uint64 {
@@ -310,13 +316,15 @@ func (q *queue) remove(h protocol.Holder) bool {
 	return true
 }
 
-// prune drops the waiters that neither poll nor were seen within ttl, and
-// returns them.
+// prune drops the waiters that neither poll nor were seen within ttl
+// (but the one a turn is under way for), and returns them.
 func (q *queue) prune(now time.Time, ttl time.Duration) []protocol.Holder {
 	var gone []protocol.Holder
 	kept := q.waiters[:0]
 	for _, w := range q.waiters {
-		if w.polls == 0 && now.Sub(w.seen) > ttl {
+		// The waiter a turn is under way for is left to reservation,
+		// which counts its turn as run out unused if it is gone.
+		if w.polls == 0 && now.Sub(w.seen) > ttl && !(q.turn && w.holder == q.reserved) {
 			gone = append(gone, w.holder)
 			continue
 		}

@@ -552,3 +552,25 @@ func TestQueueLateSessionAgrees(t *testing.T) {
 		require.Equal(t, ha, h)
 	}
 }
+
+// TestQueuePruneKeepsTurnWaiter: a waiter told its turn that goes away is
+// not pruned silently while the turn is under way: reservation finds it
+// gone and counts its turn as run out unused, whatever runs first. (Turns
+// can last longer than WaiterTTL: a liar's sessions, told their turn and
+// gone, were pruned and nothing was counted.)
+func TestQueuePruneKeepsTurnWaiter(t *testing.T) {
+	const reserveFor = 2 * time.Second
+	k0 := gridStart(reserveFor)
+	at := func(d time.Duration) time.Time { return gridAt(k0, reserveFor, d) }
+	q := newQueue(stateRes)
+	q.touch(bob, 1, 8, 2, at(0))
+	q.touch(alice, 1, 8, 2, at(0))
+	polling(q)
+	h, _, _, _, _ := q.reservation(at(1500*time.Millisecond), reserveFor, 1)
+	q.tell(h, at(1500*time.Millisecond))
+	q.waiters[q.find(h)].polls = 0
+	require.Empty(t, q.prune(at(3600*time.Millisecond), reserveFor), "the turn's waiter stays")
+	_, _, dropped, expired, _ := q.reservation(at(3600*time.Millisecond), reserveFor, 1)
+	require.Equal(t, []protocol.Holder{h}, expired)
+	require.Equal(t, []protocol.Holder{h}, dropped)
+}
