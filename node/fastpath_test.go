@@ -213,6 +213,7 @@ func TestQueueOrder(t *testing.T) {
 	require.Equal(t, reserveFor, left)
 	require.Empty(t, dropped)
 	require.Empty(t, expired)
+	q.tell(h, at(0)) // her long poll is answered: free for her
 	h, left, _, _, _ = q.reservation(at(400*time.Millisecond), reserveFor, 6)
 	require.Equal(t, alice, h)
 	require.Equal(t, 600*time.Millisecond, left)
@@ -221,7 +222,7 @@ func TestQueueOrder(t *testing.T) {
 	// of cohort 6's three.
 	h, left, dropped, expired, _ = q.reservation(at(reserveFor), reserveFor, 6)
 	require.Empty(t, dropped)
-	require.Equal(t, []protocol.Holder{alice}, expired)
+	require.Equal(t, []expiry{{alice, true}}, expired)
 	require.EqualValues(t, 6, q.cohortOf(alice))
 	require.Equal(t, turn(res, 6, k0+1, alice, bob, carol), h)
 	require.Equal(t, reserveFor, left)
@@ -246,14 +247,14 @@ func TestQueueOrder(t *testing.T) {
 	q.waiters[q.find(third)].polls = 0
 	h, _, dropped, expired, _ = q.reservation(at(6*reserveFor+pollGap), reserveFor, 6)
 	require.Equal(t, []protocol.Holder{second}, dropped)
-	require.Equal(t, []protocol.Holder{second}, expired, "its reservation had started: counted as expired")
+	require.Equal(t, []expiry{{second, false}}, expired, "its turn had started, never told")
 	require.Equal(t, third, h)
 	require.Equal(t, []protocol.Holder{third}, order())
 
 	// Waiters that stopped asking leave after the TTL; polling ones stay.
 	require.True(t, q.touch(alice, 50, 8, 2, at(20*time.Second)))
 	q.waiters[q.find(third)].polls = 1
-	gone := q.prune(at(30*time.Second), 2*time.Second)
+	gone, _ := q.prune(at(30*time.Second), 2*time.Second)
 	require.Equal(t, []protocol.Holder{alice}, gone)
 	require.Equal(t, []protocol.Holder{third}, order())
 

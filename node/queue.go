@@ -70,10 +70,11 @@ import (
 type queue struct {
 	waiters []waiter
 	// turn is set while a turn is under way: the turn of identity
-	// turnID, until until; reserved is the session it was last worked
-	// out for.
+	// turnID, from since until until; reserved is the session it was
+	// last worked out for.
 	turn     bool
 	turnID   string
+	since    time.Time
 	until    time.Time
 	reserved protocol.Holder
 	// changed is closed (and replaced) when the resource's state changed,
@@ -316,16 +317,18 @@ func (q *queue) remove(h protocol.Holder) bool {
 	return true
 }
 
-// prune drops the waiters that neither poll nor were seen within ttl
-// (but the one a turn is under way for), and returns them.
-func (q *queue) prune(now time.Time, ttl time.Duration) []protocol.Holder {
-	var gone []protocol.Holder
+// prune drops the waiters that neither poll nor were seen within ttl,
+// and returns them. If the waiter a turn is under way for is among them,
+// its turn ran out unused: it is also returned in expired, and the turn
+// passes.
+func (q *queue) prune(now time.Time, ttl time.Duration) (gone []protocol.Holder, expired []expiry) {
 	kept := q.waiters[:0]
 	for _, w := range q.waiters {
-		// The waiter a turn is under way for is left to reservation,
-		// which counts its turn as run out unused if it is gone.
-		if w.polls == 0 && now.Sub(w.seen) > ttl && !(q.turn && w.holder == q.reserved) {
+		if w.polls == 0 && now.Sub(w.seen) > ttl {
 			gone = append(gone, w.holder)
+			if q.turn && w.holder == q.reserved {
+				expired = append(expired, q.expiry(w))
+			}
 			continue
 		}
 		kept = append(kept, w)
@@ -335,7 +338,7 @@ func (q *queue) prune(now time.Time, ttl time.Duration) []protocol.Holder {
 	if q.find(q.reserved) < 0 {
 		q.reserved = protocol.Holder{}
 	}
-	return gone
+	return gone, expired
 }
 
 // head returns the first waiter in slot k, if any: of the earliest
@@ -382,8 +385,10 @@ func (q *queue) head(k int64) (waiter, bool) {
 //
 // A turn is a span of time, not a count of tries: votes taken in it and
 // abandoned (a split round) leave the rest of the turn to the waiter, and
-// a committed lease ends it (leased). A waiter whose turn runs out without
-// its lease is listed in expired and moves to cohort newest, the
+// a committed lease ends it (leased). A waiter whose turn runs out
+// without its lease is listed in expired (with whether this node told it
+// its turn: one never told was not in a position to use it) and moves to
+// cohort newest, the
 // newcomers' (cohort of the record now): it keeps waiting, but behind
 // every earlier cohort, and takes turns with the newcomers. So a waiter
 // that takes the vote and abandons it again and again keeps its turn to
@@ -394,11 +399,11 @@ func (q *queue) head(k int64) (waiter, bool) {
 // was told its turn: a client that gave up, or a session served
 // elsewhere) leaves the queue (dropped lists it; expired too if the turn
 // was already its); when none of the identity's is left, the turn passes.
-func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint64) (h protocol.Holder, left time.Duration, dropped, expired []protocol.Holder, ok bool) {
+func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint64) (h protocol.Holder, left time.Duration, dropped []protocol.Holder, expired []expiry, ok bool) {
 	if q.turn && !now.Before(q.until) {
 		q.turn = false
-		if q.find(q.reserved) >= 0 {
-			expired = append(expired, q.reserved)
+		if i := q.find(q.reserved); i >= 0 {
+			expired = append(expired, q.expiry(q.waiters[i]))
 			q.demote(q.reserved, newest)
 		}
 	}
@@ -422,18 +427,30 @@ func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint
 		}
 		if !w.present(now, reserveFor) {
 			if q.turn && w.holder == q.reserved {
-				expired = append(expired, w.holder)
+				expired = append(expired, q.expiry(w))
 			}
 			q.remove(w.holder)
 			dropped = append(dropped, w.holder)
 			continue
 		}
 		if !q.turn {
-			q.turn, q.turnID, q.until = true, w.holder.ID, slotEnd(k, reserveFor)
+			q.turn, q.turnID, q.since, q.until = true, w.holder.ID, now, slotEnd(k, reserveFor)
 		}
 		q.reserved = w.holder
 		return w.holder, q.until.Sub(now), dropped, expired, true
 	}
+}
+
+// expiry is a turn that ran out unused: whose, and whether this node told
+// the waiter its turn (tell) while it lasted.
+type expiry struct {
+	holder protocol.Holder
+	told   bool
+}
+
+// expiry is w's turn, under way, run out.
+func (q *queue) expiry(w waiter) expiry {
+	return expiry{holder: w.holder, told: !w.told.Before(q.since)}
 }
 
 // first is the first waiter of identity id (before), if any.

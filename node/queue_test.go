@@ -170,6 +170,7 @@ func TestQueueUnusedTurn(t *testing.T) {
 		require.Equal(t, liar, h, "the earlier cohort first")
 		require.Equal(t, reserveFor, left)
 		require.Empty(t, expired)
+		q.tell(h, at(0, 0)) // its poll is answered: free for it
 		return q
 	}
 
@@ -177,7 +178,7 @@ func TestQueueUnusedTurn(t *testing.T) {
 	// with a fresh session too, the turns alternate.
 	q := start()
 	h, _, dropped, expired, _ := q.reservation(at(1, 0), reserveFor, 2)
-	require.Equal(t, []protocol.Holder{liar}, expired)
+	require.Equal(t, []expiry{{liar, true}}, expired)
 	require.Empty(t, dropped)
 	require.EqualValues(t, 2, q.cohortOf(liar))
 	require.Equal(t, alice, h, "slot k0+1: position 1 of the two")
@@ -204,7 +205,7 @@ func TestQueueUnusedTurn(t *testing.T) {
 		require.EqualValues(t, 1, q.cohortOf(liar))
 	}
 	h, _, _, expired, _ = q.reservation(at(1, 0), reserveFor, 2)
-	require.Equal(t, []protocol.Holder{liar}, expired)
+	require.Equal(t, []expiry{{liar, true}}, expired)
 	require.EqualValues(t, 2, q.cohortOf(liar))
 	require.Equal(t, alice, h)
 	// A committed lease ends the turn, used: no move.
@@ -247,6 +248,10 @@ func TestQueueOrderConverges(t *testing.T) {
 	ha, _, _, _, _ := a.reservation(at(0, 0), reserveFor, 4)
 	hb, _, _, _, _ := b.reservation(at(0, 0), reserveFor, 4)
 	require.NotEqual(t, ha, hb, "they disagree in slot 0")
+	// Each member answers the waiter it holds the resource for: its
+	// long poll says free.
+	a.tell(ha, at(0, 0))
+	b.tell(hb, at(0, 0))
 	a.touch(w2, 4, 8, 2, at(0, 5*time.Millisecond))
 	b.touch(w1, 4, 8, 2, at(0, 5*time.Millisecond))
 	polling(a)
@@ -256,6 +261,8 @@ func TestQueueOrderConverges(t *testing.T) {
 		// Nobody acquires: every turn runs out at the slot's end.
 		ha, _, _, _, _ = a.reservation(at(i, 2*time.Millisecond), reserveFor, 4)
 		hb, _, _, _, _ = b.reservation(at(i, 2*time.Millisecond), reserveFor, 4)
+		a.tell(ha, at(i, 2*time.Millisecond))
+		b.tell(hb, at(i, 2*time.Millisecond))
 		if ha == hb && agreed < 0 {
 			agreed = int(i)
 		}
@@ -553,24 +560,29 @@ func TestQueueLateSessionAgrees(t *testing.T) {
 	}
 }
 
-// TestQueuePruneKeepsTurnWaiter: a waiter told its turn that goes away is
-// not pruned silently while the turn is under way: reservation finds it
-// gone and counts its turn as run out unused, whatever runs first. (Turns
-// can last longer than WaiterTTL: a liar's sessions, told their turn and
-// gone, were pruned and nothing was counted.)
-func TestQueuePruneKeepsTurnWaiter(t *testing.T) {
+// TestQueuePruneCountsTurn: a waiter that goes away and is pruned while
+// its turn is under way has let its turn run out unused: prune says so,
+// and whether it was told its turn, and the turn passes. (Turns can last
+// longer than WaiterTTL: a liar's sessions, told their turn and gone,
+// were pruned and nothing was counted.)
+func TestQueuePruneCountsTurn(t *testing.T) {
 	const reserveFor = 2 * time.Second
 	k0 := gridStart(reserveFor)
 	at := func(d time.Duration) time.Time { return gridAt(k0, reserveFor, d) }
-	q := newQueue(stateRes)
-	q.touch(bob, 1, 8, 2, at(0))
-	q.touch(alice, 1, 8, 2, at(0))
-	polling(q)
-	h, _, _, _, _ := q.reservation(at(1500*time.Millisecond), reserveFor, 1)
-	q.tell(h, at(1500*time.Millisecond))
-	q.waiters[q.find(h)].polls = 0
-	require.Empty(t, q.prune(at(3600*time.Millisecond), reserveFor), "the turn's waiter stays")
-	_, _, dropped, expired, _ := q.reservation(at(3600*time.Millisecond), reserveFor, 1)
-	require.Equal(t, []protocol.Holder{h}, expired)
-	require.Equal(t, []protocol.Holder{h}, dropped)
+	for _, told := range []bool{true, false} {
+		q := newQueue(stateRes)
+		q.touch(bob, 1, 8, 2, at(0))
+		q.touch(alice, 1, 8, 2, at(0))
+		polling(q)
+		h, _, _, _, _ := q.reservation(at(1500*time.Millisecond), reserveFor, 1)
+		if told {
+			q.tell(h, at(1500*time.Millisecond))
+		}
+		q.waiters[q.find(h)].polls = 0
+		gone, expired := q.prune(at(3600*time.Millisecond), reserveFor)
+		require.Equal(t, []protocol.Holder{h}, gone)
+		require.Equal(t, []expiry{{h, told}}, expired)
+		next, _, _, _, _ := q.reservation(at(3600*time.Millisecond), reserveFor, 1)
+		require.NotEqual(t, h, next, "the turn passed")
+	}
 }

@@ -50,6 +50,10 @@ type Lapse struct {
 	ID       string             // the client identity
 	Session  protocol.SessionID // the lock session (one Acquire call)
 	At       time.Time          // by the node's clock
+	// Told says whether the node told the session its turn (answered its
+	// Wait: free). A turn never told ran out through no fault of the
+	// waiter's.
+	Told bool
 }
 
 // recentLapses is how many lapses a node remembers (RecentLapses); the
@@ -100,14 +104,12 @@ func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
 // holds sh.mu.
 func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (protocol.Holder, time.Duration, bool) {
 	resource := rec.Resource
-	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
+	gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL)
+	n.forget(gone)
+	n.lapsed(resource, lapsed, now)
 	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor, cohort(rec, now))
 	n.forget(dropped)
-	for _, h := range expired {
-		n.ops.metrics.reservationsExpired.Inc()
-		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", h.ID)
-		n.lapses.add(Lapse{Resource: resource, ID: h.ID, Session: h.Session, At: now})
-	}
+	n.lapsed(resource, expired, now)
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
@@ -119,6 +121,16 @@ func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (prot
 		q.notify()
 	}
 	return first, left, ok
+}
+
+// lapsed accounts for the turns on resource that ran out unused: the
+// metric, the log and the node's record of recent lapses.
+func (n *Node) lapsed(resource string, es []expiry, now time.Time) {
+	for _, e := range es {
+		n.ops.metrics.reservationsExpired.Inc()
+		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", e.holder.ID, "told", e.told)
+		n.lapses.add(Lapse{Resource: resource, ID: e.holder.ID, Session: e.holder.Session, At: now, Told: e.told})
+	}
 }
 
 // Reserved says whom the free resource is held for (push handoff) and for
@@ -421,8 +433,9 @@ func (n *Node) sweepQueues() {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		for resource, q := range sh.queues {
-			if gone := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
+			if gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
 				n.forget(gone)
+				n.lapsed(resource, lapsed, now)
 				q.notify()
 			}
 			n.dropIdle(sh, resource, q)
