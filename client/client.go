@@ -265,7 +265,6 @@ func (c *Client) warmUp() {
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 			defer cancel()
-			transport.ClearBackoff(c.host, m.id)
 			if err := c.host.Connect(ctx, peer.AddrInfo{ID: m.id}); err != nil {
 				log.Debugw("warm-up dial failed", "node", m.index, "err", err)
 			}

@@ -179,7 +179,6 @@ func (pl *Pool) open(ctx context.Context, p peer.ID, proto string) (network.Stre
 	if closed {
 		return nil, ErrPoolClosed
 	}
-	ClearBackoff(pl.h, p)
 	s, err := pl.h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
 		return nil, fmt.Errorf("open %s stream: %w", proto, err)

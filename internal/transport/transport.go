@@ -193,27 +193,26 @@ func AddPeer(h host.Host, id peer.ID, addrs []string) error {
 
 const permanentAddrTTL = time.Duration(1<<63 - 1)
 
-// ClearBackoff forgets h's failed dials to p, so a member that restarts is
-// dialled again at once rather than after libp2p's dial backoff (5 s and
-// growing). Call it before a NewStream or Connect that may dial.
-//
-// It replaces network.WithForceDirectDial, which skipped the backoff as a
-// side effect: with that flag, a dial still queued in the swarm when the
-// host closes dereferences a nil transport in go-libp2p v0.51.0
-// (Swarm.nonProxyAddr), which crashed a test binary. Hosts built here have
-// no relay, so the flag's own meaning (no relayed connection) costs nothing
-// to drop.
-func ClearBackoff(h host.Host, p peer.ID) {
-	if sw, ok := h.Network().(*swarm.Swarm); ok {
-		sw.Backoff().Clear(p)
-	}
+// libp2p's dial backoff is off in every host of this process. After a
+// failed dial, a swarm refuses to dial the same address again for 5 s and
+// more (swarm.BackoffBase, BackoffCoef), which turns a member's restart
+// into seconds of refused requests; we pace our own retries. We used to
+// skip it per call with network.WithForceDirectDial, but with that flag a
+// dial still queued when its host closes dereferences a nil transport in
+// go-libp2p v0.51.0 (Swarm.nonProxyAddr), which crashed a test binary.
+// Clearing a peer's backoff before each call instead (e1c59a6) was not
+// enough: dials running at once for one peer (the DKG's) still met the
+// backoff that a failed one had just left, and resharing failed under
+// load. The knobs are package variables of go-libp2p, set once here
+// before any host exists.
+func init() {
+	swarm.BackoffBase, swarm.BackoffCoef = 0, 0
 }
 
 // Call sends one request frame on a fresh stream of proto and reads one
 // reply frame of at most maxReply bytes (protocol.MaxFrameSize for the
 // token plane; the DKG's frames are larger), all within ctx.
 func Call(ctx context.Context, h host.Host, p peer.ID, proto string, req []byte, maxReply int) ([]byte, error) {
-	ClearBackoff(h, p)
 	s, err := h.NewStream(ctx, p, protocol.ID(proto))
 	if err != nil {
 		return nil, fmt.Errorf("open %s stream: %w", proto, err)

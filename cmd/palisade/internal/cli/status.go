@@ -215,7 +215,6 @@ func askStatus(ctx context.Context, h host.Host, id peer.ID, m protocol.NodeInfo
 	r := memberStatus{info: m}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	transport.ClearBackoff(h, id)
 	if err := h.Connect(ctx, peer.AddrInfo{ID: id}); err != nil {
 		r.err = err
 		return r
