@@ -1,9 +1,7 @@
 package node
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -18,22 +16,22 @@ import (
 
 // Tests of the queue's defences against waiters that lie (issue 20):
 // signed places and claims, the holder behind its own lease, ranks no
-// client chooses, the per-identity cap, and turns that rotate on a grid
-// of slots every member shares.
+// client chooses, the per-identity cap and the lapse of unused
+// reservations.
 
 // TestRankIgnoresSession: two identities in one cohort are ordered alike
-// whatever sessions they wait in (in slot 0: by rank); one identity's
-// sessions are ordered by a hash of the session.
+// whatever sessions they wait in; one identity's sessions are ordered by
+// a hash of the session.
 func TestRankIgnoresSession(t *testing.T) {
 	first := func(a, b protocol.Holder) protocol.Holder {
 		q := newQueue(stateRes)
 		q.touch(a, 3, 8, 2, stateBase)
 		q.touch(b, 3, 8, 2, stateBase)
-		w, _ := q.head(0)
+		w, _ := q.head()
 		return w.holder
 	}
 	want := "alice"
-	if rank(stateRes, "bob") < rank(stateRes, "alice") {
+	if rank(stateRes, 3, "bob") < rank(stateRes, 3, "alice") {
 		want = "bob"
 	}
 	for s := range 200 {
@@ -50,18 +48,14 @@ func TestRankIgnoresSession(t *testing.T) {
 	}
 	require.Equal(t, wantS, first(alice, a2))
 	require.Equal(t, wantS, first(a2, alice))
-	// The cohort is not in the rank: a member that numbers the cohorts
-	// one lower (it has not seen the last commit) orders alike.
-	q1, q2 := newQueue(stateRes), newQueue(stateRes)
-	q1.touch(alice, 1, 8, 2, stateBase)
-	q1.touch(bob, 1, 8, 2, stateBase)
-	q2.touch(alice, 2, 8, 2, stateBase)
-	q2.touch(bob, 2, 8, 2, stateBase)
-	for k := range int64(4) {
-		w1, _ := q1.head(k)
-		w2, _ := q2.head(k)
-		require.Equal(t, w1.holder, w2.holder, "slot %d", k)
+	// The cohort is in the rank: no identity is first in every cohort.
+	var flips int
+	for c := uint64(1); c <= 64; c++ {
+		if (rank(stateRes, c, "alice") < rank(stateRes, c, "bob")) != (rank(stateRes, 1, "alice") < rank(stateRes, 1, "bob")) {
+			flips++
+		}
 	}
+	require.Positive(t, flips)
 }
 
 // TestCohortForHolder: the identity holding the live lease, or the live
@@ -94,183 +88,147 @@ func TestQueuePerClientCap(t *testing.T) {
 	require.True(t, q.touch(alice, 1, 64, 2, stateBase), "another identity still gets a place")
 }
 
-// gridAt is a time d into slot k of a grid of reserveFor.
-func gridAt(k int64, reserveFor, d time.Duration) time.Time {
-	return time.Unix(0, k*int64(reserveFor)).Add(d)
-}
-
-// gridStart is a slot after stateBase whose number is a multiple of 12.
-func gridStart(reserveFor time.Duration) int64 {
-	return (slot(stateBase, reserveFor)/12 + 1) * 12
-}
-
-// polling makes every waiter of q poll (present, as honest waiters are).
-func polling(q *queue) {
-	for i := range q.waiters {
-		q.waiters[i].polls = 1
-	}
-}
-
-// TestQueueTakesTurns: the identities of the first cohort take turns, one
-// slot each, in rank order from position k mod m; a later cohort waits
-// until the earlier one is served; how many sessions an identity has does
-// not buy it more turns.
-func TestQueueTakesTurns(t *testing.T) {
-	const reserveFor = time.Second
-	k0 := gridStart(reserveFor)
-	dave := protocol.Holder{ID: "dave", Session: protocol.SessionID{0xd}}
-	q := newQueue(stateRes)
-	for _, h := range []protocol.Holder{alice, alice2, bob, carol} {
-		q.touch(h, 4, 8, 2, stateBase)
-	}
-	q.touch(dave, 5, 8, 2, stateBase)
-	ids := []string{alice.ID, bob.ID, carol.ID}
-	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(rank(stateRes, a), rank(stateRes, b)) })
-	for i := range int64(9) {
-		w, ok := q.head(k0 + i)
-		require.True(t, ok)
-		require.Equal(t, ids[i%3], w.holder.ID, "slot %d", i)
-		require.EqualValues(t, 4, w.cohort, "dave's later cohort waits")
-	}
-	// alice's two sessions: one turn, for the first by tie.
-	w, _ := q.head(k0 + int64(slices.Index(ids, alice.ID)))
-	wantS := alice
-	if tie(alice2.Session) < tie(alice.Session) {
-		wantS = alice2
-	}
-	require.Equal(t, wantS, w.holder)
-}
-
-// TestQueueUnusedTurn: an identity that never acquires has its turn to
-// the slot's end, however many votes it takes and abandons meanwhile, and
-// loses it then (counted as expired); then it and its fresh sessions wait
-// in the newcomers' cohort, and get one turn in m while others wait. A
-// turn that begins in the last half of a slot is the next slot's, so no
-// turn is a sliver.
-func TestQueueUnusedTurn(t *testing.T) {
-	const reserveFor = time.Second
-	k0 := gridStart(reserveFor)
-	at := func(i int64, d time.Duration) time.Time { return gridAt(k0+i, reserveFor, d) }
-	liar := protocol.Holder{ID: "liar", Session: protocol.SessionID{0x11}}
-	// A resource on which the liar ranks before alice.
+// TestQueueLapse: a reservation that runs out unused puts its identity
+// behind the others of its cohort, in its present and future sessions,
+// until a lease is committed; the record is bounded.
+func TestQueueLapse(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	// A resource on which bob ranks ahead of alice in cohort 1.
 	res := ""
 	for i := 0; res == ""; i++ {
-		if r := fmt.Sprintf("r-%d", i); rank(r, liar.ID) < rank(r, alice.ID) {
+		if r := fmt.Sprintf("r-%d", i); rank(r, 1, bob.ID) < rank(r, 1, alice.ID) {
 			res = r
 		}
 	}
-	// The liar waited behind lease 1 (cohort 1); alice came after it
-	// ended (cohort 2, the newcomers').
-	start := func() *queue {
-		q := newQueue(res)
-		q.touch(liar, 1, 8, 2, at(0, 0))
-		q.touch(alice, 2, 8, 2, at(0, 0))
-		polling(q)
-		h, left, _, expired, _ := q.reservation(at(0, 0), reserveFor, 2)
-		require.Equal(t, liar, h, "the earlier cohort first")
-		require.Equal(t, reserveFor, left)
-		require.Empty(t, expired)
-		q.tell(h, at(0, 0)) // its poll is answered: free for it
-		return q
+	q := newQueue(res)
+	bob2 := protocol.Holder{ID: bob.ID, Session: protocol.SessionID{0xb2}}
+	q.touch(bob, 1, 8, 2, at(0))
+	q.touch(alice, 1, 8, 2, at(0))
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
 	}
-
-	// The liar lets its turn run out: it moves to cohort 2 beside alice;
-	// with a fresh session too, the turns alternate.
-	q := start()
-	h, _, dropped, expired, _ := q.reservation(at(1, 0), reserveFor, 2)
-	require.Equal(t, []expiry{{liar, true}}, expired)
-	require.Empty(t, dropped)
-	require.EqualValues(t, 2, q.cohortOf(liar))
-	require.Equal(t, alice, h, "slot k0+1: position 1 of the two")
-	liar2 := protocol.Holder{ID: liar.ID, Session: protocol.SessionID{0x12}}
-	q.touch(liar2, 2, 8, 2, at(1, 10*time.Millisecond))
-	polling(q)
-	turns := map[string]int{}
-	for i := int64(2); i < 8; i++ {
-		w, _ := q.head(k0 + i)
-		turns[w.holder.ID]++
+	h, _, _, _, _ := q.reservation(at(0), time.Second)
+	require.Equal(t, bob, h)
+	// bob's fresh session arrives while bob holds the reservation.
+	q.touch(bob2, 1, 8, 2, at(time.Second/2))
+	q.waiters[q.find(bob2)].polls = 1
+	h, _, _, expired, _ := q.reservation(at(time.Second), time.Second)
+	require.Equal(t, []protocol.Holder{bob}, expired)
+	require.Equal(t, alice, h, "bob lapsed: his other session goes after alice")
+	require.True(t, q.lapses(bob.ID) > 0)
+	// A later cohort still goes after a lapsed identity's earlier one.
+	q.touch(carol, 2, 8, 2, at(time.Second))
+	q.remove(alice)
+	w, _ := q.head()
+	require.Equal(t, bob2, w.holder)
+	// A committed lease ends the lapse; an older generation does not.
+	q.leaseCommitted(4)
+	require.False(t, q.lapses(bob.ID) > 0)
+	q.lapse(bob.ID)
+	q.leaseCommitted(4)
+	require.True(t, q.lapses(bob.ID) > 0, "the same lease renewed")
+	// Bounded: the oldest is forgotten.
+	for i := range maxLapsed {
+		q.lapse(fmt.Sprintf("id-%d", i))
 	}
-	require.Equal(t, map[string]int{liar.ID: 3, alice.ID: 3}, turns, "one turn in two")
-
-	// The liar takes the vote and abandons it, again and again: the rest
-	// of the turn is still its, to the end of the slot and no longer;
-	// then it has lost its earlier cohort.
-	q = start()
-	for _, d := range []time.Duration{100, 600, 900} {
-		// (a vote held the resource; it was abandoned)
-		h, left, _, expired, _ := q.reservation(at(0, d*time.Millisecond), reserveFor, 2)
-		require.Equal(t, liar, h)
-		require.Equal(t, reserveFor-d*time.Millisecond, left)
-		require.Empty(t, expired)
-		require.EqualValues(t, 1, q.cohortOf(liar))
-	}
-	h, _, _, expired, _ = q.reservation(at(1, 0), reserveFor, 2)
-	require.Equal(t, []expiry{{liar, true}}, expired)
-	require.EqualValues(t, 2, q.cohortOf(liar))
-	require.Equal(t, alice, h)
-	// A committed lease ends the turn, used: no move.
-	q = start()
-	q.leased()
-	q.committed(liar)
-	h, _, _, expired, _ = q.reservation(at(0, 100*time.Millisecond), reserveFor, 2)
-	require.Empty(t, expired)
-	require.Equal(t, alice, h)
-	// A turn that begins in the last half of a slot is the next slot's.
-	q = newQueue(res)
-	q.touch(liar, 2, 8, 2, at(0, 0))
-	q.touch(alice, 2, 8, 2, at(0, 0))
-	polling(q)
-	h, left, _, _, _ := q.reservation(at(0, 600*time.Millisecond), reserveFor, 2)
-	require.Equal(t, alice, h, "slot k0+1's turn: position 1 of the two")
-	require.Equal(t, reserveFor+400*time.Millisecond, left)
+	require.Len(t, q.lapsed, maxLapsed)
+	require.False(t, q.lapses(bob.ID) > 0)
+	require.True(t, q.lapses(fmt.Sprintf("id-%d", maxLapsed-1)) > 0)
 }
 
-// TestQueueOrderConverges: two members that disagree on whom a free
-// resource is reserved for (a Wait reached one of them late) agree again
-// within two slots, and then for good, while both waiters keep polling and
-// neither can use a turn the other member does not give it. This is seed 140's setup with
-// exactly t members up, where one member's disagreement splits every
-// round: an order kept from each member's own history of lapses could
-// swap the two waiters at the two members slot after slot.
-func TestQueueOrderConverges(t *testing.T) {
-	const reserveFor = time.Second
-	k0 := gridStart(reserveFor)
-	at := func(i int64, d time.Duration) time.Time { return gridAt(k0+i, reserveFor, d) }
-	w1 := protocol.Holder{ID: "w1", Session: protocol.SessionID{1}}
-	w2 := protocol.Holder{ID: "w2", Session: protocol.SessionID{2}}
-	a, b := newQueue(stateRes), newQueue(stateRes)
-	// Both waited behind lease 3. At member a, w2's Wait arrived after the
-	// resource became free; at member b, w1's did.
-	a.touch(w1, 3, 8, 2, at(0, 0))
-	b.touch(w2, 3, 8, 2, at(0, 0))
-	polling(a)
-	polling(b)
-	ha, _, _, _, _ := a.reservation(at(0, 0), reserveFor, 4)
-	hb, _, _, _, _ := b.reservation(at(0, 0), reserveFor, 4)
-	require.NotEqual(t, ha, hb, "they disagree in slot 0")
-	// Each member answers the waiter it holds the resource for: its
-	// long poll says free.
-	a.tell(ha, at(0, 0))
-	b.tell(hb, at(0, 0))
-	a.touch(w2, 4, 8, 2, at(0, 5*time.Millisecond))
-	b.touch(w1, 4, 8, 2, at(0, 5*time.Millisecond))
-	polling(a)
-	polling(b)
-	agreed := -1
-	for i := int64(1); i < 12; i++ {
-		// Nobody acquires: every turn runs out at the slot's end.
-		ha, _, _, _, _ = a.reservation(at(i, 2*time.Millisecond), reserveFor, 4)
-		hb, _, _, _, _ = b.reservation(at(i, 2*time.Millisecond), reserveFor, 4)
-		a.tell(ha, at(i, 2*time.Millisecond))
-		b.tell(hb, at(i, 2*time.Millisecond))
-		if ha == hb && agreed < 0 {
-			agreed = int(i)
+// TestQueueLapseCounts: when every identity of a cohort has lapsed (no
+// lease committed to clear the record), one that lapsed more often goes
+// after those that lapsed fewer times, whatever the ranks say: a liar
+// that ranks first and lets its turn run out again and again with fresh
+// sessions cannot keep the honest identities waiting (seed 140).
+func TestQueueLapseCounts(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	liar := protocol.Holder{ID: "liar", Session: protocol.SessionID{0x11}}
+	dave := protocol.Holder{ID: "dave", Session: protocol.SessionID{0xd}}
+	honest := []protocol.Holder{alice, carol, dave}
+	// A resource on which the liar ranks first in cohort 1.
+	res := ""
+	for i := 0; res == ""; i++ {
+		r := fmt.Sprintf("r-%d", i)
+		first := true
+		for _, h := range honest {
+			first = first && rank(r, 1, liar.ID) < rank(r, 1, h.ID)
 		}
-		if agreed >= 0 {
-			require.Equal(t, ha, hb, "slot %d: once agreed, they stay agreed", i)
+		if first {
+			res = r
 		}
 	}
-	require.True(t, agreed >= 1 && agreed <= 2, "agreed in slot %d", agreed)
+	q := newQueue(res)
+	for _, h := range append([]protocol.Holder{liar}, honest...) {
+		q.touch(h, 1, 8, 2, at(0))
+	}
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
+	}
+	w, _ := q.head()
+	require.Equal(t, liar, w.holder, "no lapses: rank order")
+	for _, h := range honest {
+		q.lapse(h.ID)
+	}
+	w, _ = q.head()
+	require.Equal(t, liar, w.holder, "the liar has not lapsed yet")
+	for range 3 {
+		q.lapse(liar.ID)
+	}
+	require.Equal(t, 3, q.lapses(liar.ID))
+	w, _ = q.head()
+	require.NotEqual(t, liar.ID, w.holder.ID, "the liar lapsed three times, the others once")
+	for _, h := range honest {
+		require.True(t, q.before(q.waiters[q.find(h)], q.waiters[q.find(liar)]), "%s goes before the liar", h.ID)
+	}
+	// A fresh session of the liar's queues behind them too.
+	liar2 := protocol.Holder{ID: liar.ID, Session: protocol.SessionID{0x12}}
+	q.touch(liar2, 1, 8, 2, at(time.Second))
+	for _, h := range honest {
+		require.True(t, q.before(q.waiters[q.find(h)], q.waiters[q.find(liar2)]))
+	}
+	// The count saturates.
+	for range 2 * maxLapseCount {
+		q.lapse(liar.ID)
+	}
+	require.Equal(t, maxLapseCount, q.lapses(liar.ID))
+	// A newer committed lease clears the record: rank order again.
+	q.leaseCommitted(2)
+	require.Zero(t, q.lapses(liar.ID))
+	w, _ = q.head()
+	require.Equal(t, liar.ID, w.holder.ID)
+}
+
+// A waiter that keeps taking the vote and never the lease (abandoning it,
+// or letting it time out) spends its turn: after maxUncommittedVotes its
+// reservation counts as unused, and the next waiter's turn comes.
+func TestQueueVotesNeverCommitted(t *testing.T) {
+	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	res := ""
+	for i := 0; res == ""; i++ {
+		if r := fmt.Sprintf("r-%d", i); rank(r, 1, bob.ID) < rank(r, 1, alice.ID) {
+			res = r
+		}
+	}
+	q := newQueue(res)
+	q.touch(bob, 1, 8, 2, at(0))
+	q.touch(alice, 1, 8, 2, at(0))
+	for i := range q.waiters {
+		q.waiters[i].polls = 1
+	}
+	for v := range maxUncommittedVotes {
+		h, _, _, expired, _ := q.reservation(at(time.Duration(v)*time.Millisecond), time.Second)
+		require.Equal(t, bob, h, "vote %d: an honest split round keeps the turn", v)
+		require.Empty(t, expired)
+		q.voted(bob)
+		q.busy()
+	}
+	h, _, _, expired, _ := q.reservation(at(10*time.Millisecond), time.Second)
+	require.Equal(t, []protocol.Holder{bob}, expired)
+	require.Equal(t, alice, h)
+	require.True(t, q.lapses(bob.ID) > 0)
+	q.voted(carol) // not queued: nothing to count
+	require.Equal(t, -1, q.find(carol))
 }
 
 // startNode1Limits is node 1 on clock with limits.
@@ -426,19 +384,17 @@ func TestHolderWaitsBehindOwnLease(t *testing.T) {
 }
 
 // TestReservationLapse: a reservation that runs out unused is counted,
-// logged and shown by Reserved while it lasts, and the next slot is the
-// next identity's turn, not the fresh session's of the one that let its
-// turn run out.
+// logged and shown by Reserved while it lasts, and the identity's fresh
+// session goes behind the waiter that was next.
 func TestReservationLapse(t *testing.T) {
 	lc := newLimitsCluster(t)
-	reserveFor := DefaultRules(lc.cluster).ReserveFor
-	clock := clockwork.NewFakeClockAt(gridAt(gridStart(reserveFor), reserveFor, 0))
+	clock := clockwork.NewFakeClock()
 	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
 	a, b := lc.everything, lc.ordersOnly
 	// A resource on which b ranks ahead of a in cohort 1.
 	res := ""
 	for i := 0; res == ""; i++ {
-		if r := fmt.Sprintf("orders-%d", i); rank(r, b.String()) < rank(r, a.String()) {
+		if r := fmt.Sprintf("orders-%d", i); rank(r, 1, b.String()) < rank(r, 1, a.String()) {
 			res = r
 		}
 	}
@@ -465,16 +421,22 @@ func TestReservationLapse(t *testing.T) {
 	require.True(t, d.waitNow(a, res, testKey(3), nil).Free, "b's reservation ran out")
 	require.EqualValues(t, 1, expired())
 	r := d.waitNow(b, res, testKey(2), nil)
-	require.False(t, r.Free, "the next slot is a's turn, not b's fresh session's")
+	require.False(t, r.Free, "b lapsed: its fresh session is not next")
 	require.Equal(t, ha.Ref(), r.Holder)
 	ref, _ = d.n.Reserved(res)
 	require.Equal(t, ha.Ref(), ref)
-	// a acquires and commits: nothing is reserved while the lease lives.
+	// a acquires and commits: the lapse ends, and nothing is reserved
+	// while the lease lives.
 	require.Equal(t, protocol.KindVote, d.acquire(a, ha, res, 1).Kind)
 	require.Equal(t, protocol.CodeOK, d.commit(a, d.token(lc.cluster.Statement(res, 1, ha))).Code)
 	ref, left = d.n.Reserved(res)
 	require.True(t, ref.IsZero())
 	require.Zero(t, left)
+	sh := d.n.shard(res)
+	sh.mu.Lock()
+	lapsed := sh.queues[res].lapses(b.String()) > 0
+	sh.mu.Unlock()
+	require.False(t, lapsed)
 }
 
 // TestRecentLapsesBounded: a node remembers its last recentLapses lapses,
@@ -502,87 +464,4 @@ func TestRecentLapsesBounded(t *testing.T) {
 	}
 	got[0].ID = "changed"
 	require.NotEqual(t, "changed", r.list()[0].ID, "a copy")
-}
-
-// TestQueueClampsVoteCohort: a member that saw bob's vote (epoch 3, never
-// committed) put bob's next session behind it, in cohort 4; a member that
-// did not see the vote put it in cohort 1, beside alice. Once the vote is
-// abandoned and the resource is free, both order the two alike in every
-// slot (seed 140: the members split on this until the waiter was served).
-func TestQueueClampsVoteCohort(t *testing.T) {
-	const reserveFor = time.Second
-	k0 := gridStart(reserveFor)
-	saw, missed := newQueue(stateRes), newQueue(stateRes)
-	saw.touch(bob, 4, 8, 2, stateBase)
-	missed.touch(bob, 1, 8, 2, stateBase)
-	for _, q := range []*queue{saw, missed} {
-		q.touch(alice, 1, 8, 2, stateBase)
-		polling(q)
-	}
-	for i := range int64(6) {
-		now := gridAt(k0+i, reserveFor, 0)
-		a, _, _, _, _ := saw.reservation(now, reserveFor, 1)
-		b, _, _, _, _ := missed.reservation(now, reserveFor, 1)
-		require.Equal(t, a, b, "slot %d", i)
-	}
-	require.EqualValues(t, 1, saw.cohortOf(bob))
-}
-
-// TestQueueLateSessionAgrees: two processes share alice's key. Member a
-// worked out the turn before the Wait of alice's second session reached
-// it, member b after: as soon as a has it too, both give the turn to the
-// same session, within the same slot. A turn is alice's, though: bob
-// starting to wait does not move it.
-func TestQueueLateSessionAgrees(t *testing.T) {
-	const reserveFor = time.Second
-	now := gridAt(gridStart(reserveFor), reserveFor, 0)
-	a, b := newQueue(stateRes), newQueue(stateRes)
-	a.touch(alice, 1, 8, 2, now)
-	b.touch(alice, 1, 8, 2, now)
-	b.touch(alice2, 1, 8, 2, now)
-	polling(a)
-	polling(b)
-	ha, _, _, _, _ := a.reservation(now, reserveFor, 1)
-	require.Equal(t, alice, ha)
-	a.touch(alice2, 1, 8, 2, now.Add(5*time.Millisecond))
-	polling(a)
-	ha, la, _, _, _ := a.reservation(now.Add(10*time.Millisecond), reserveFor, 1)
-	hb, lb, _, _, _ := b.reservation(now.Add(10*time.Millisecond), reserveFor, 1)
-	require.Equal(t, hb, ha)
-	require.Equal(t, lb, la, "the same turn, to the end of the slot")
-	// Another identity that starts waiting meanwhile does not move the
-	// turn, whatever its rank.
-	for _, q := range []*queue{a, b} {
-		q.touch(bob, 1, 8, 2, now.Add(20*time.Millisecond))
-		polling(q)
-		h, _, _, _, _ := q.reservation(now.Add(30*time.Millisecond), reserveFor, 1)
-		require.Equal(t, ha, h)
-	}
-}
-
-// TestQueuePruneCountsTurn: a waiter that goes away and is pruned while
-// its turn is under way has let its turn run out unused: prune says so,
-// and whether it was told its turn, and the turn passes. (Turns can last
-// longer than WaiterTTL: a liar's sessions, told their turn and gone,
-// were pruned and nothing was counted.)
-func TestQueuePruneCountsTurn(t *testing.T) {
-	const reserveFor = 2 * time.Second
-	k0 := gridStart(reserveFor)
-	at := func(d time.Duration) time.Time { return gridAt(k0, reserveFor, d) }
-	for _, told := range []bool{true, false} {
-		q := newQueue(stateRes)
-		q.touch(bob, 1, 8, 2, at(0))
-		q.touch(alice, 1, 8, 2, at(0))
-		polling(q)
-		h, _, _, _, _ := q.reservation(at(1500*time.Millisecond), reserveFor, 1)
-		if told {
-			q.tell(h, at(1500*time.Millisecond))
-		}
-		q.waiters[q.find(h)].polls = 0
-		gone, expired := q.prune(at(3600*time.Millisecond), reserveFor)
-		require.Equal(t, []protocol.Holder{h}, gone)
-		require.Equal(t, []expiry{{h, told}}, expired)
-		next, _, _, _, _ := q.reservation(at(3600*time.Millisecond), reserveFor, 1)
-		require.NotEqual(t, h, next, "the turn passed")
-	}
 }

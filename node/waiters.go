@@ -35,7 +35,7 @@ func (n *Node) queueAcquire(sh *shard, rec Record, holder protocol.Holder, o Out
 	if q == nil || q.idle() {
 		return o, false // nobody waits: vote
 	}
-	first, left, ok := n.reservation(sh, q, rec, now)
+	first, left, ok := n.reservation(sh, q, rec.Resource, now)
 	if !ok || first == holder {
 		return o, false
 	}
@@ -50,10 +50,6 @@ type Lapse struct {
 	ID       string             // the client identity
 	Session  protocol.SessionID // the lock session (one Acquire call)
 	At       time.Time          // by the node's clock
-	// Told says whether the node told the session its turn (answered its
-	// Wait: free). A turn never told ran out through no fault of the
-	// waiter's.
-	Told bool
 }
 
 // recentLapses is how many lapses a node remembers (RecentLapses); the
@@ -102,18 +98,19 @@ func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
 // reservation is queue.reservation after pruning, accounting for the
 // waiters it drops and the reservations that ran out unused. The caller
 // holds sh.mu.
-func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (protocol.Holder, time.Duration, bool) {
-	resource := rec.Resource
-	gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL)
-	n.forget(gone)
-	n.lapsed(resource, lapsed, now)
-	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor, cohort(rec, now))
+func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) (protocol.Holder, time.Duration, bool) {
+	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
+	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
 	n.forget(dropped)
-	n.lapsed(resource, expired, now)
+	for _, h := range expired {
+		n.ops.metrics.reservationsExpired.Inc()
+		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", h.ID)
+		n.lapses.add(Lapse{Resource: resource, ID: h.ID, Session: h.Session, At: now})
+	}
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
-			line = append(line, fmt.Sprintf("%s/%s c=%d r=%x polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:8], w.cohort, w.rank>>48, w.polls))
+			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%d polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.lapses(w.holder.ID), w.polls))
 		}
 		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Ref().Short(), "dropped", len(dropped), "queue", line)
 	}
@@ -121,16 +118,6 @@ func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (prot
 		q.notify()
 	}
 	return first, left, ok
-}
-
-// lapsed accounts for the turns on resource that ran out unused: the
-// metric, the log and the node's record of recent lapses.
-func (n *Node) lapsed(resource string, es []expiry, now time.Time) {
-	for _, e := range es {
-		n.ops.metrics.reservationsExpired.Inc()
-		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", e.holder.ID, "told", e.told)
-		n.lapses.add(Lapse{Resource: resource, ID: e.holder.ID, Session: e.holder.Session, At: now, Told: e.told})
-	}
 }
 
 // Reserved says whom the free resource is held for (push handoff) and for
@@ -153,7 +140,7 @@ func (n *Node) Reserved(resource string) (protocol.HolderRef, time.Duration) {
 	if rec.Lease.Active(now) {
 		return protocol.HolderRef{}, 0
 	}
-	first, left, ok := n.reservation(sh, q, rec, now)
+	first, left, ok := n.reservation(sh, q, resource, now)
 	if !ok {
 		return protocol.HolderRef{}, 0
 	}
@@ -198,19 +185,22 @@ func (n *Node) forget(hs []protocol.Holder) {
 	}
 }
 
-// changed runs after a transition of o.Next's resource was saved: a
-// committed lease ends the turn under way and takes its holder out of the
-// queue, and the waiters' long polls look again. (A vote does not end the
-// turn: if it is abandoned, the rest of the turn is still its waiter's.)
-// The caller holds sh.mu.
+// changed runs after a transition of o.Next's resource was saved: a lease
+// or vote now holding the resource spends its reservation, a committed
+// lease takes its holder out of the queue, and the waiters' long polls
+// look again. The caller holds sh.mu.
 func (n *Node) changed(sh *shard, o Outcome) {
 	q := sh.queues[o.Next.Resource]
 	if q == nil {
 		return
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
+		q.busy()
+		if !l.Committed && o.Kind == protocol.KindVote && !o.Repeat {
+			q.voted(l.Holder)
+		}
 		if l.Committed {
-			q.leased()
+			q.leaseCommitted(l.Epoch)
 			if q.committed(l.Holder) {
 				n.forget([]protocol.Holder{l.Holder})
 			}
@@ -342,7 +332,7 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(now), !l.Committed
 		return st, q.changed, st.Left, nil
 	}
-	first2, left, ok := n.reservation(sh, q, rec, now)
+	first2, left, ok := n.reservation(sh, q, resource, now)
 	if !ok || first2 == holder {
 		st.Free = true
 		q.tell(holder, now)
@@ -433,9 +423,8 @@ func (n *Node) sweepQueues() {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		for resource, q := range sh.queues {
-			if gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
+			if gone := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
 				n.forget(gone)
-				n.lapsed(resource, lapsed, now)
 				q.notify()
 			}
 			n.dropIdle(sh, resource, q)

@@ -114,22 +114,6 @@ func expiredAt(t testing.TB, nw *Network) []float64 {
 	return out
 }
 
-// lapsesOf is how many reservations of identity id each member recorded
-// as run out unused (Node.RecentLapses).
-func lapsesOf(nw *Network, id string) []int {
-	var out []int
-	for _, m := range nw.Members {
-		k := 0
-		for _, l := range nw.Node(m.Index).RecentLapses() {
-			if l.ID == id {
-				k++
-			}
-		}
-		out = append(out, k)
-	}
-	return out
-}
-
 // acquireAsync runs c.Acquire in a goroutine; the lock (or error) comes
 // back on the channel, and name is logged in ev when it is served.
 func acquireAsync(ctx context.Context, c *client.Client, res, name string, ev *events) <-chan acquired {
@@ -269,13 +253,13 @@ func indexOf(xs []string, s string) int {
 }
 
 // lyingPin: the liar keeps two sessions polling on a free resource and
-// never acquires: each of its turns runs out. An honest Acquire is served
-// (the two identities take turns), the liar's lapses are counted at t
-// members at least, and Reserved shows the liar's reservation while it
-// lasts.
+// never acquires: each reservation for it runs out. An honest Acquire is
+// served after at most one reservation window (the one under way when it
+// came), the metric counts the lapses, and Reserved shows the liar's
+// reservation while it lasts.
 func lyingPin(t *testing.T, attack bool) {
 	nw := startNet(t, 4, 3, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := newLiar(t, nw, 2)
 	honest, err := peer.IDFromPrivateKey(nw.Keys.Clients[1])
@@ -284,7 +268,7 @@ func lyingPin(t *testing.T, attack bool) {
 	// the first cohort: lying aside, the liar would be first.
 	res := ""
 	for i := 0; res == ""; i++ {
-		if r := fmt.Sprintf("pin-%d", i); node.QueueRank(r, l.id.String()) < node.QueueRank(r, honest.String()) {
+		if r := fmt.Sprintf("pin-%d", i); queueRank(r, 1, l.id.String()) < queueRank(r, 1, honest.String()) {
 			res = r
 		}
 	}
@@ -312,37 +296,29 @@ func lyingPin(t *testing.T, attack bool) {
 			return k >= nw.Keys.Cluster.File.T
 		}, 20*time.Second, 5*time.Millisecond, "Reserved shows the liar's reservation")
 	}
-	before, liarBefore := expiredAt(t, nw), lapsesOf(nw, l.id.String())
-	// A hang ceiling: the old queue kept the honest Acquire Queued to
-	// any deadline. (Under two concurrent -race runs, one run of 15 s
-	// timed out, with members 1 and 4 reserving for the liar.)
-	hctx, hcancel := context.WithTimeout(ctx, 40*time.Second)
+	before := expiredAt(t, nw)
+	hctx, hcancel := context.WithTimeout(ctx, 15*time.Second)
 	defer hcancel()
-	start := time.Now()
 	lk, err := newClient(t, nw, 1, client.Config{}).Acquire(hctx, res)
 	require.NoError(t, err, "the honest Acquire is served")
-	t.Logf("the honest Acquire was served after %v", time.Since(start).Round(time.Millisecond))
 
-	after, liarAfter := expiredAt(t, nw), lapsesOf(nw, l.id.String())
-	t.Logf("reservations expired unused per member: before %v, when the honest client was served %v; the liar's %v, then %v", before, after, liarBefore, liarAfter)
+	after := expiredAt(t, nw)
+	t.Logf("reservations expired unused per member: before %v, when the honest client was served %v", before, after)
 	for i := range after {
 		if !attack {
 			require.Zero(t, after[i])
+			continue
 		}
+		require.LessOrEqual(t, after[i]-before[i], 2.0, "member %d: the honest client waited out more than the window under way", i+1)
 	}
-	// Served within hctx, where the attack on the old queue kept it
-	// Queued to its deadline. How many of the liar's turns it waited out
-	// is the queue's unit tests' to say (TestQueueUnusedTurn: one turn in
-	// two); lapses are counted per session, and a liar's turn can see
-	// several of its sessions told and gone.
 	if attack {
 		lapsed := 0
 		for i := range after {
-			if liarAfter[i] > liarBefore[i] {
+			if after[i] > before[i] {
 				lapsed++
 			}
 		}
-		require.GreaterOrEqual(t, lapsed, nw.Keys.Cluster.File.T, "the liar's reservation was in the way at t members, and lapsed: %v", liarAfter)
+		require.GreaterOrEqual(t, lapsed, nw.Keys.Cluster.File.T, "the liar's reservation was in the way at t members, and lapsed: %v", after)
 	}
 
 	require.NoError(t, lk.Release(ctx))
@@ -353,6 +329,22 @@ func lyingPin(t *testing.T, attack bool) {
 		}
 		require.Positive(t, total, "the metric counts the liar's lapses")
 	}
+}
+
+// queueRank is the rank a member gives an identity in a cohort (node's
+// rank: SHA-256 over a domain tag, the length-prefixed resource, the
+// cohort and the identity). The pin test uses it to pick a resource on
+// which the liar ranks first, so that its reservation is in the honest
+// client's way; if it drifts from node's, that test finds no lapse and
+// fails.
+func queueRank(resource string, cohort uint64, id string) uint64 {
+	d := sha256.New()
+	d.Write([]byte("palisade/queue-rank/v1\x00"))
+	d.Write(binary.AppendUvarint(nil, uint64(len(resource))))
+	d.Write([]byte(resource))
+	d.Write(binary.BigEndian.AppendUint64(nil, cohort))
+	d.Write([]byte(id))
+	return binary.BigEndian.Uint64(d.Sum(nil))
 }
 
 // oldRank is the rank the queue used to give a session (a hash of
