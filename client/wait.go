@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/palisade-dev/palisade/protocol"
@@ -53,12 +52,6 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 		}
 		if wr.Free {
 			free[r.m.index] = wr.LastEpoch
-			if len(free) >= c.t {
-				// Our turn at t members: go now, not after the
-				// slowest member answers (a silent one would hold us
-				// for a request timeout, past the end of the turn).
-				break
-			}
 		}
 		if pl := wr.Place; pl != nil && c.ownPlace(p, r.m.index, *pl) {
 			places = append(places, *pl)
@@ -101,9 +94,6 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 		epoch uint64
 		err   error // the member cannot say
 	}
-	if len(free) >= c.t {
-		return c.turnEpoch(p, free, nil)
-	}
 	b := req.Marshal()
 	turns := make(chan turn, len(c.members))
 	polling := 0
@@ -135,8 +125,11 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 		}
 	}
 	var epochs []uint64
+	for _, e := range free {
+		epochs = append(epochs, e)
+	}
 	failed := 0
-	for k := 0; len(free)+len(epochs) < c.t; k++ {
+	for k := 0; len(epochs) < c.t; k++ {
 		if k == polling {
 			return errNoTurn
 		}
@@ -155,17 +148,8 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 		}
 		epochs = append(epochs, tn.epoch)
 	}
-	return c.turnEpoch(p, free, epochs)
-}
-
-// turnEpoch learns the epoch from the members that said it is our turn
-// (free, with their last epochs, and more last epochs): S5, at least one
-// honest member is at or above the (f+1)-th highest epoch reported.
-func (c *Client) turnEpoch(p *planner, free map[int]uint64, more []uint64) error {
-	epochs := slices.Clone(more)
-	for _, e := range free {
-		epochs = append(epochs, e)
-	}
+	// S5: at least one honest member is at or above the (f+1)-th highest
+	// epoch reported.
 	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
 	p.know(epochs[c.f])
 	return nil
