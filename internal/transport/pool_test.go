@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -30,17 +31,26 @@ type echoServer struct {
 	closeAfter int
 }
 
+// testPair is a server and a client identity drawn from seed.
+func testPair(t *testing.T, seed int64) (sk, ck crypto.PrivKey, sid, cid peer.ID) {
+	t.Helper()
+	rnd := rand.New(rand.NewSource(seed))
+	var err error
+	sk, err = GenerateIdentity(rnd)
+	require.NoError(t, err)
+	ck, err = GenerateIdentity(rnd)
+	require.NoError(t, err)
+	sid, err = peer.IDFromPrivateKey(sk)
+	require.NoError(t, err)
+	cid, err = peer.IDFromPrivateKey(ck)
+	require.NoError(t, err)
+	return sk, ck, sid, cid
+}
+
 func newHosts(t *testing.T) (server, client host.Host) {
 	t.Helper()
-	rnd := rand.New(rand.NewSource(7))
-	sk, err := GenerateIdentity(rnd)
-	require.NoError(t, err)
-	ck, err := GenerateIdentity(rnd)
-	require.NoError(t, err)
-	sid, err := peer.IDFromPrivateKey(sk)
-	require.NoError(t, err)
-	cid, err := peer.IDFromPrivateKey(ck)
-	require.NoError(t, err)
+	sk, ck, sid, cid := testPair(t, 7)
+	var err error
 	server, err = NewHost(sk, []string{"/ip4/127.0.0.1/tcp/0"}, NewGater(cid))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = server.Close() })

@@ -2,11 +2,9 @@ package transport
 
 import (
 	"context"
-	"math/rand"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/stretchr/testify/require"
 
@@ -18,15 +16,7 @@ import (
 // through at once. With libp2p's default backoff (5 s after a failure) it
 // was refused with swarm.ErrDialBackoff.
 func TestRedialsRestartedPeerAtOnce(t *testing.T) {
-	rnd := rand.New(rand.NewSource(11))
-	sk, err := GenerateIdentity(rnd)
-	require.NoError(t, err)
-	ck, err := GenerateIdentity(rnd)
-	require.NoError(t, err)
-	sid, err := peer.IDFromPrivateKey(sk)
-	require.NoError(t, err)
-	cid, err := peer.IDFromPrivateKey(ck)
-	require.NoError(t, err)
+	sk, ck, sid, cid := testPair(t, 11)
 
 	server, err := NewHost(sk, []string{"/ip4/127.0.0.1/tcp/0"}, NewGater(cid))
 	require.NoError(t, err)
