@@ -30,8 +30,11 @@ var errNoTurn = errors.New("client: too few nodes answer the wait")
 // free, claiming with the f+1 signed places of the lowest cohorts (the
 // (f+1)-th lowest cohort). A member that queued the session one cohort
 // later (its request arrived just after a handoff there) moves it up if
-// the places verify, so the members agree on who is first (see node's
-// claimPlace). A member looks at one claim per queue entry only.
+// the places verify, and one that queued it in an earlier cohort than
+// that (its request arrived there just before a handoff) moves it back,
+// so the members agree on who is first (see node's claimPlace). Such a
+// member's "free" is not the others': it is asked again, with the claim.
+// A member looks at one claim per queue entry only.
 func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 	ctx, cancel := c.linked(ctx)
 	defer cancel()
@@ -57,8 +60,17 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 			places = append(places, *pl)
 		}
 	}
+	claim := claimOf(places, c.f+1)
+	if claim != nil {
+		at := protocol.ClaimCohort(claim)
+		for _, pl := range places {
+			if pl.Cohort < at {
+				delete(free, pl.Member) // the odd one out: ask again, claiming
+			}
+		}
+	}
 	if len(free) < c.t {
-		req.Claim = claimOf(places, c.f+1)
+		req.Claim = claim
 	}
 	req.MaxWait = c.cfg.RequestTimeout * 4 / 5
 	return c.pollTurn(ctx, p, req, free)
@@ -72,18 +84,17 @@ func (c *Client) ownPlace(p *planner, member int, pl protocol.SignedPlace) bool 
 }
 
 // claimOf is the claim made of places (one per member): the need places
-// of the lowest cohorts, or none if there are fewer, or if they claim no
-// earlier cohort than every place gives (nobody needs to move).
+// of the lowest cohorts, or none if there are fewer, or if every place
+// gives the same cohort (nobody needs to move).
 func claimOf(places []protocol.SignedPlace, need int) []protocol.SignedPlace {
 	if len(places) < need || need > protocol.MaxClaimPlaces {
 		return nil
 	}
 	sort.SliceStable(places, func(i, j int) bool { return places[i].Cohort < places[j].Cohort })
-	claim := places[:need]
-	if protocol.ClaimCohort(claim) == places[len(places)-1].Cohort {
+	if places[0].Cohort == places[len(places)-1].Cohort {
 		return nil
 	}
-	return claim
+	return places[:need]
 }
 
 // pollTurn long-polls the members not yet in free until t members said

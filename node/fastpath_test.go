@@ -1,7 +1,9 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,24 +158,36 @@ func TestCommitOwnStatementSkipsPairing(t *testing.T) {
 	require.Equal(t, protocol.CodeNoLease, d.commit(me, tok).Code, "a released lease does not come back")
 }
 
-// TestQueueOrder: the pure queue orders waiters by (cohort, rank), keeps a
-// waiter's place when it asks again, prunes those that stopped asking, and
-// passes the reservation on when it runs out.
+// turn is whose turn slot k is among holders waiting in one cohort of
+// resource res (of distinct identities): the lowest turn hash for k.
+func turn(res string, k int64, hs ...protocol.Holder) protocol.Holder {
+	return slices.MinFunc(hs, func(a, b protocol.Holder) int {
+		return cmp.Compare(turnHash(res, a.ID, k), turnHash(res, b.ID, k))
+	})
+}
+
+// TestQueueOrder: the pure queue orders waiters by cohort, and the
+// identities of a cohort by their turn hash for the slot; it keeps a waiter's place
+// when it asks again, prunes those that stopped asking, and passes the
+// reservation on at the end of its slot.
 func TestQueueOrder(t *testing.T) {
-	at := func(d time.Duration) time.Time { return stateBase.Add(d) }
+	const reserveFor = time.Second
+	// k0 is a slot after stateBase.
+	k0 := (slot(stateBase, reserveFor)/6 + 1) * 6
+	at := func(d time.Duration) time.Time { return time.Unix(0, k0*int64(reserveFor)).Add(d) }
 	const res = stateRes
 	q := newQueue(res)
 	require.True(t, q.touch(bob, 6, 8, 2, at(0)))
-	require.True(t, q.touch(alice, 5, 8, 2, at(time.Second)), "alice waited behind an earlier lease")
-	require.False(t, q.touch(bob, 9, 8, 2, at(2*time.Second)), "asking again keeps the place")
-	require.True(t, q.touch(carol, 6, 8, 2, at(2*time.Second)))
-	require.False(t, q.touch(alice2, 6, 3, 2, at(2*time.Second)), "full")
+	require.True(t, q.touch(alice, 5, 8, 2, at(0)), "alice waited behind an earlier lease")
+	require.False(t, q.touch(bob, 9, 8, 2, at(0)), "asking again keeps the place")
+	require.True(t, q.touch(carol, 6, 8, 2, at(0)))
+	require.False(t, q.touch(alice2, 6, 3, 2, at(0)), "full")
 
 	order := func() []protocol.Holder {
-		c := &queue{resource: res, waiters: append([]waiter(nil), q.waiters...), lapsed: q.lapsed}
+		c := &queue{resource: res, waiters: append([]waiter(nil), q.waiters...)}
 		var out []protocol.Holder
 		for {
-			w, ok := c.head()
+			w, ok := c.head(0)
 			if !ok {
 				return out
 			}
@@ -182,56 +196,64 @@ func TestQueueOrder(t *testing.T) {
 		}
 	}
 	second, third := bob, carol
-	if rank(res, 6, carol.ID) < rank(res, 6, bob.ID) {
+	if turnHash(res, carol.ID, 0) < turnHash(res, bob.ID, 0) {
 		second, third = carol, bob
 	}
-	require.Equal(t, []protocol.Holder{alice, second, third}, order(), "cohort first, then rank")
+	require.Equal(t, []protocol.Holder{alice, second, third}, order(), "cohort first, then the slot's draw")
 
-	// The reservation: alice (polling, like everyone) has ReserveFor from
-	// when she became first.
+	// The reservation: alice (polling, like everyone) has it to the end
+	// of the slot.
 	for i := range q.waiters {
 		q.waiters[i].polls = 1
 	}
-	h, left, dropped, expired, ok := q.reservation(at(3*time.Second), time.Second)
+	h, left, dropped, expired, ok := q.reservation(at(0), reserveFor, 6)
 	require.True(t, ok)
 	require.Equal(t, alice, h)
-	require.Equal(t, time.Second, left)
+	require.Equal(t, reserveFor, left)
 	require.Empty(t, dropped)
 	require.Empty(t, expired)
-	h, left, _, _, _ = q.reservation(at(3*time.Second+400*time.Millisecond), time.Second)
+	q.tell(h, at(0)) // her long poll is answered: free for her
+	h, left, _, _, _ = q.reservation(at(400*time.Millisecond), reserveFor, 6)
 	require.Equal(t, alice, h)
 	require.Equal(t, 600*time.Millisecond, left)
-	// She let it run out: she leaves, the next one's window starts, and
-	// her identity lapses.
-	h, left, dropped, expired, _ = q.reservation(at(4*time.Second), time.Second)
-	require.Equal(t, []protocol.Holder{alice}, dropped)
-	require.Equal(t, []protocol.Holder{alice}, expired)
-	require.True(t, q.lapses(alice.ID) > 0)
-	require.Equal(t, second, h)
-	require.Equal(t, time.Second, left)
-	// A vote for the first waiter spends the reservation; when the
-	// resource is free again its window starts afresh.
-	q.busy()
-	h, left, _, _, _ = q.reservation(at(9*time.Second), time.Second)
-	require.Equal(t, second, h)
-	require.Equal(t, time.Second, left)
+	// She let it run out: counted as expired, she joins the newcomers'
+	// cohort 6, and the turn of slot k0+1 is the draw of cohort 6's
+	// three.
+	h, left, dropped, expired, _ = q.reservation(at(reserveFor), reserveFor, 6)
+	require.Empty(t, dropped)
+	require.Equal(t, []expiry{{alice, true}}, expired)
+	require.EqualValues(t, 6, q.cohortOf(alice))
+	require.Equal(t, turn(res, k0+1, alice, bob, carol), h)
+	require.Equal(t, reserveFor, left)
+	// A later slot is the turn of the identity that draws it.
+	h, left, _, _, _ = q.reservation(at(6*reserveFor), reserveFor, 6)
+	first := turn(res, k0+6, alice, bob, carol)
+	require.Equal(t, first, h)
+	require.Equal(t, reserveFor, left)
 
 	// A first waiter that is not there to take its turn (no poll, not
 	// told its turn, not seen for pollGap) is passed over at once; one
 	// told its turn keeps it while it comes for it.
+	q.remove(alice)
+	second, _, _, _, _ = q.reservation(at(6*reserveFor), reserveFor, 6)
+	require.Equal(t, turn(res, k0+6, bob, carol), second, "alice gone: worked out afresh")
+	third = bob
+	if second == bob {
+		third = carol
+	}
 	q.waiters[q.find(second)].polls = 0
-	q.tell(third, at(9*time.Second))
+	q.tell(third, at(6*reserveFor))
 	q.waiters[q.find(third)].polls = 0
-	h, _, dropped, expired, _ = q.reservation(at(9*time.Second+pollGap), time.Second)
+	h, _, dropped, expired, _ = q.reservation(at(6*reserveFor+pollGap), reserveFor, 6)
 	require.Equal(t, []protocol.Holder{second}, dropped)
-	require.Equal(t, []protocol.Holder{second}, expired, "its reservation had started: it lapses too")
+	require.Equal(t, []expiry{{second, false}}, expired, "its turn had started, never told")
 	require.Equal(t, third, h)
 	require.Equal(t, []protocol.Holder{third}, order())
 
 	// Waiters that stopped asking leave after the TTL; polling ones stay.
 	require.True(t, q.touch(alice, 50, 8, 2, at(20*time.Second)))
 	q.waiters[q.find(third)].polls = 1
-	gone := q.prune(at(30*time.Second), 2*time.Second)
+	gone, _ := q.prune(at(30*time.Second), 2*time.Second)
 	require.Equal(t, []protocol.Holder{alice}, gone)
 	require.Equal(t, []protocol.Holder{third}, order())
 
@@ -258,7 +280,6 @@ func TestQueueClaim(t *testing.T) {
 	require.True(t, q.checkClaim(bob, 7), "a new entry has a claim of its own")
 	q.moveUp(bob, 7)
 	require.EqualValues(t, 7, q.cohortOf(bob))
-	require.Equal(t, rank(stateRes, 7, bob.ID), q.waiters[q.find(bob)].rank, "ranked in its new cohort")
 	require.False(t, q.checkClaim(bob, 6))
 	require.False(t, q.checkClaim(carol, 7), "not queued")
 	require.Zero(t, q.cohortOf(carol))

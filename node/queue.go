@@ -18,44 +18,70 @@ import (
 // The order must be the same at every node, or two waiters first at
 // different nodes would split every round. Arrival order differs between
 // nodes when waiters ask at about the same time, so a waiter's place is
-// (cohort, rank): the cohort is the generation of the lease it first
-// waited behind (Record.LeaseGen, the epoch of the last lease committed,
-// which every node learns from the same Commit; one more if no committed
-// lease was live), and the rank a hash of the resource, the cohort and
-// the waiter's client identity that every node computes alike. Waiters
-// that started waiting during lease k go before those that started during
-// lease k+1 (first come, first served between handoffs).
+// its cohort: the generation of the lease it first waited behind
+// (Record.LeaseGen, the epoch of the last lease committed, which every
+// node learns from the same Commit; one more if no committed lease was
+// live). Waiters that started waiting during lease k go before those that
+// started during lease k+1 (first come, first served between handoffs);
+// the identities of one cohort take turns (see below) in the order of
+// their rank, a hash of the resource and the client identity that every
+// node computes alike.
 //
 // Nothing a client chooses freely orders it (issue 20). Identities are
-// admitted by cluster.json, so the rank cannot be ground the way a session
-// ID could; sessions of one identity in one cohort are ordered by a hash
-// of the session, which only reorders that identity's own waiters. The
-// holder's identity waits behind its own lease: a Wait from it while its
-// lease (or vote) lives gets the cohort after that lease, so a holder that
-// starts waiting with its next session before it releases queues behind
-// everyone who waited for it. A waiter moves up only by a claim that f+1
-// members vouch for (signed places, protocol.Place), by one cohort at
-// most, and at most one claim per queue entry is checked. An identity
-// holds at most Limits.WaitersPerClientPerResource places of one queue.
-// And a reservation that runs out unused counts a lapse against its
-// identity in that queue: within a cohort, waiters go by the number of
-// times their identity lapsed (fewest first), present and future sessions
-// alike, until a lease is committed on the resource, so an identity that
-// never acquires cannot keep a free resource reserved for its fresh
-// sessions. Counting, not just marking, matters when every identity of a
-// cohort has lapsed (honest clients whose turns split, with no lease
-// committed to clear the record): a mark would put them all back in rank
-// order, and an identity that ranks first and lapses on purpose would be
-// reserved afresh each time its window ends; with counts, the repeat
-// offender sorts after every identity that lapsed fewer times.
+// admitted by cluster.json, so a hash over the identity cannot be ground
+// the way a session ID could; sessions of one identity in one cohort are
+// ordered by a hash of the session, which only reorders that identity's
+// own waiters. The holder's identity waits behind its own lease: once a
+// lease is committed, the other waiting sessions of its holder's identity
+// move to the cohort after it, and a Wait from that identity while the
+// lease lives gets that cohort too, so a holder that starts waiting with
+// its next session before it releases queues behind everyone who waited
+// for it. A waiter moves up only by a claim that f+1 members vouch for
+// (signed places, protocol.Place), by one cohort at most, and at most one
+// claim per queue entry is checked; it moves back to the cohort it claims
+// if this member put it earlier (waive: its Wait reached this member just
+// before a handoff and f+1 others after). An identity holds at most
+// Limits.WaitersPerClientPerResource places of one queue.
+//
+// Turns are slots of one grid. Time is cut into slots of ReserveFor on
+// the wall clock, which the members share (to the skew of their clocks).
+// In slot k the first waiter is the one of the earliest cohort whose
+// identity has the lowest turn hash, a hash of (resource, identity, k):
+// every identity of the cohort is as likely as any other to have a given
+// slot, and every node draws alike. A reservation ends at the end of its
+// slot (one started in the last half of a slot runs on through the next,
+// so a turn is never a sliver). A reservation that ends unused is counted
+// (palisade_reservations_expired_total, Node.RecentLapses) and its waiter
+// moves to the cohort of newcomers, so an identity that never acquires
+// cannot keep a free resource for itself or its fresh sessions, and gets
+// one slot in m on average while m identities wait.
+//
+// Nothing of this is a node's own history: the order is a function of
+// who waits (and since which cohort), of the slot, and of the committed
+// record. Only committed leases move cohorts, never a vote, which some
+// members see and others do not. Two members that disagree for a moment
+// (a Wait that reached one of them first, a waiter one of them dropped, a
+// commit one of them has not seen yet) still agree on a slot unless the
+// waiter they disagree about draws it, and agree again within a slot or
+// two, since a waiter whose turn ran out unused rejoins the latest cohort
+// at every node alike. A draw over the cohort's positions (k mod m) would
+// instead change everyone's turn whenever m differs by one waiter; and
+// counting each member's own record of lapses or unused votes would let
+// disagreements feed themselves: with exactly t members up, one member's
+// differing count splits every round.
 
 // queue is the waiters of one resource at one node. Its methods are pure
 // given now: the driver holds the resource's shard lock around them.
 type queue struct {
 	waiters []waiter
-	// reserved is the waiter the free resource is held for since since.
-	reserved protocol.Holder
+	// turn is set while a turn is under way: the turn of slot turnSlot
+	// of the grid, from since until until; reserved is the session it
+	// was last worked out for.
+	turn     bool
+	turnSlot int64
 	since    time.Time
+	until    time.Time
+	reserved protocol.Holder
 	// changed is closed (and replaced) when the resource's state changed,
 	// waking the long polls of its waiters; polls counts those in
 	// progress (also of waiters the queue had no room for).
@@ -67,37 +93,16 @@ type queue struct {
 	next int
 	// resource is the queue's resource, which ranks hash.
 	resource string
-	// lapsed are the identities whose reservation ran out unused since a
-	// lease was last committed on the resource (at generation leaseGen),
-	// with how many times, oldest first, at most maxLapsed.
-	lapsed   []lapseCount
-	leaseGen uint64
 }
 
 // doneSessions is how many committed sessions a queue remembers.
 const doneSessions = 16
 
-// maxLapsed is how many lapsed identities a queue remembers; the oldest
-// is forgotten first.
-const maxLapsed = 16
-
-// maxLapseCount is where an identity's lapse count saturates: enough to
-// put a repeat offender behind everyone who lapsed once or twice.
-const maxLapseCount = 8
-
-// lapseCount is one lapsed identity of a queue and how many times its
-// reservation ran out unused (1..maxLapseCount).
-type lapseCount struct {
-	id    string
-	count int
-}
-
 type waiter struct {
 	holder protocol.Holder
 	cohort uint64
-	// rank orders the cohort's identities (rank); tie the sessions of one
-	// identity (tie).
-	rank, tie uint64
+	// tie orders the sessions of one identity (tie).
+	tie uint64
 	// claimed is set once a claim of this entry was looked at: a node
 	// checks at most one per entry.
 	claimed bool
@@ -112,19 +117,7 @@ type waiter struct {
 	seen  time.Time
 	polls int
 	told  time.Time
-	// votes counts the uncommitted votes this node gave the waiter's
-	// session while it was queued: each spent a reservation (see
-	// maxUncommittedVotes).
-	votes int
 }
-
-// maxUncommittedVotes is how many times a waiter may spend its turn on a
-// vote that is never committed (abandoned after a split round, or left to
-// time out) before its turn counts as unused: an honest client's round
-// splits now and then, but a client that keeps taking the vote and never
-// the lease would otherwise hold a free resource for its own session for
-// ever, one reservation window after another.
-const maxUncommittedVotes = 3
 
 // pollGap is how long a waiter may be between two of its long polls (it
 // just had an answer and asks again) and still be taken for present.
@@ -151,11 +144,14 @@ func cohort(rec Record, now time.Time) uint64 {
 }
 
 // cohortFor is the cohort of a waiter of identity id that first asks now:
-// cohort, except that the identity holding the live lease or vote waits
+// cohort, except that the identity holding the live committed lease waits
 // behind that lease (its epoch's successor), whatever session it asks in.
+// A vote does not count: only the members that saw it would put the voter
+// behind it, and members must order waiters alike (holderLeased puts the
+// holder's waiters behind its lease when the vote is committed).
 func cohortFor(rec Record, id string, now time.Time) uint64 {
 	c := cohort(rec, now)
-	if l := rec.Lease; l.Active(now) && l.Holder.ID == id && l.Epoch >= c {
+	if l := rec.Lease; l.Committed && l.Active(now) && l.Holder.ID == id && l.Epoch >= c {
 		c = l.Epoch + 1
 	}
 	return c
@@ -163,23 +159,32 @@ func cohortFor(rec Record, id string, now time.Time) uint64 {
 
 // Domains of the order's hashes.
 const (
-	rankDomain = "palisade/queue-rank/v1\x00"
+	turnDomain = "palisade/queue-turn/v1\x00"
 	tieDomain  = "palisade/queue-tie/v1\x00"
 )
 
-// rank orders the identities of one cohort: a hash of the resource, the
-// cohort and the identity, which every node computes alike and no client
-// chooses (identities are admitted by cluster.json). The cohort is in it
-// so that no identity is first in every cohort.
-func rank(resource string, cohort uint64, id string) uint64 {
+// turnHash is identity id's draw for slot k of resource's queue: of the
+// earliest cohort, the identity with the lowest draw has the slot. Every
+// node computes it alike and no client chooses it (identities are
+// admitted by cluster.json). The cohort is not in it: a member that has
+// not seen the last commit yet numbers the cohorts one lower than the
+// others, and must still order the same waiters alike.
+func turnHash(resource, id string, k int64) uint64 {
 	d := sha256.New()
-	d.Write([]byte(rankDomain))
+	d.Write([]byte(turnDomain))
 	d.Write(binary.AppendUvarint(nil, uint64(len(resource))))
 	d.Write([]byte(resource))
-	d.Write(binary.BigEndian.AppendUint64(nil, cohort))
+	d.Write(binary.AppendUvarint(nil, uint64(len(id))))
 	d.Write([]byte(id))
+	d.Write(binary.BigEndian.AppendUint64(nil, uint64(k)))
 	return binary.BigEndian.Uint64(d.Sum(nil))
 }
+
+// QueueTurn is client identity id's draw for slot k of resource's queue
+// (slots of ReserveFor since the Unix epoch): of the identities of the
+// earliest cohort, the lowest draw has the slot. For tests and tools that
+// need the order without a node.
+func QueueTurn(resource, id string, k int64) uint64 { return turnHash(resource, id, k) }
 
 // tie orders the sessions of one identity in one cohort: a hash of the
 // session. A client choosing its session reorders only its own waiters.
@@ -190,27 +195,27 @@ func tie(s protocol.SessionID) uint64 {
 	return binary.BigEndian.Uint64(d.Sum(nil))
 }
 
-// before reports whether a is ahead of b: the earlier cohort; in one
-// cohort, the waiter whose identity lapsed fewer times; then rank, then tie
-// (and, for hashes that collide, the identity and session bytes, so the
-// order is total).
-func (q *queue) before(a, b waiter) bool {
+// before reports whether a is ahead of b in one identity's line: the
+// earlier cohort, then tie (and, for hashes that collide, the session
+// bytes, so the order is total).
+func before(a, b waiter) bool {
 	if a.cohort != b.cohort {
 		return a.cohort < b.cohort
-	}
-	if la, lb := q.lapses(a.holder.ID), q.lapses(b.holder.ID); la != lb {
-		return la < lb
-	}
-	if a.rank != b.rank {
-		return a.rank < b.rank
-	}
-	if a.holder.ID != b.holder.ID {
-		return a.holder.ID < b.holder.ID
 	}
 	if a.tie != b.tie {
 		return a.tie < b.tie
 	}
 	return string(a.holder.Session[:]) < string(b.holder.Session[:])
+}
+
+// slot is the slot of the reservation grid that now falls in.
+func slot(now time.Time, reserveFor time.Duration) int64 {
+	return now.UnixNano() / int64(reserveFor)
+}
+
+// slotEnd is when slot k ends.
+func slotEnd(k int64, reserveFor time.Duration) time.Time {
+	return time.Unix(0, (k+1)*int64(reserveFor))
 }
 
 func (q *queue) find(h protocol.Holder) int {
@@ -234,7 +239,7 @@ func (q *queue) touch(h protocol.Holder, cohort uint64, max, perClient int, now 
 	if len(q.waiters) >= max || q.served(h) || q.countOf(h.ID) >= perClient {
 		return false
 	}
-	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, rank: rank(q.resource, cohort, h.ID), tie: tie(h.Session), seen: now})
+	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, tie: tie(h.Session), seen: now})
 	return true
 }
 
@@ -264,12 +269,30 @@ func (q *queue) checkClaim(h protocol.Holder, c uint64) bool {
 	return c > 0 && c+1 == q.waiters[i].cohort
 }
 
+// waive moves h back to cohort c if that is later than its place here
+// (reporting whether it did): the waiter's claim shows that f+1 members
+// put it in c at the earliest, so this member, which put it earlier (its
+// Wait reached this member before a handoff and the others after), is
+// the odd one out, and would hold the resource for it while the others
+// do not. Nothing is verified: a waiter may always give up its own place
+// (the request is its session's own, by its key), and moving later gains
+// it nothing. It does not spend the entry's claim.
+func (q *queue) waive(h protocol.Holder, c uint64) bool {
+	i := q.find(h)
+	if i < 0 || c <= q.waiters[i].cohort {
+		return false
+	}
+	w := &q.waiters[i]
+	w.cohort, w.place = c, nil
+	return true
+}
+
 // moveUp puts h in cohort c, the place its verified claim shows f+1
 // members gave it.
 func (q *queue) moveUp(h protocol.Holder, c uint64) {
 	if i := q.find(h); i >= 0 {
 		w := &q.waiters[i]
-		w.cohort, w.rank, w.place = c, rank(q.resource, c, h.ID), nil
+		w.cohort, w.place = c, nil
 	}
 }
 
@@ -321,14 +344,18 @@ func (q *queue) remove(h protocol.Holder) bool {
 	return true
 }
 
-// prune drops the waiters that neither poll nor were seen within ttl, and
-// returns them.
-func (q *queue) prune(now time.Time, ttl time.Duration) []protocol.Holder {
-	var gone []protocol.Holder
+// prune drops the waiters that neither poll nor were seen within ttl,
+// and returns them. If the waiter a turn is under way for is among them,
+// its turn ran out unused: it is also returned in expired, and the turn
+// passes.
+func (q *queue) prune(now time.Time, ttl time.Duration) (gone []protocol.Holder, expired []expiry) {
 	kept := q.waiters[:0]
 	for _, w := range q.waiters {
 		if w.polls == 0 && now.Sub(w.seen) > ttl {
 			gone = append(gone, w.holder)
+			if q.turn && w.holder == q.reserved {
+				expired = append(expired, q.expiry(w))
+			}
 			continue
 		}
 		kept = append(kept, w)
@@ -338,112 +365,158 @@ func (q *queue) prune(now time.Time, ttl time.Duration) []protocol.Holder {
 	if q.find(q.reserved) < 0 {
 		q.reserved = protocol.Holder{}
 	}
-	return gone
+	return gone, expired
 }
 
-// head returns the first waiter, if any.
-func (q *queue) head() (waiter, bool) {
+// head returns the first waiter in slot k, if any: of the earliest
+// cohort, the identity with the lowest turn hash for k (ties by
+// identity), and that identity's first session (first).
+func (q *queue) head(k int64) (waiter, bool) {
 	if len(q.waiters) == 0 {
 		return waiter{}, false
 	}
-	best := q.waiters[0]
+	c := q.waiters[0].cohort
 	for _, w := range q.waiters[1:] {
-		if q.before(w, best) {
-			best = w
+		c = min(c, w.cohort)
+	}
+	var (
+		best     string
+		bestHash uint64
+		found    bool
+	)
+	for _, w := range q.waiters {
+		if w.cohort != c || (found && w.holder.ID == best) {
+			continue
+		}
+		h := turnHash(q.resource, w.holder.ID, k)
+		if !found || h < bestHash || (h == bestHash && w.holder.ID < best) {
+			best, bestHash, found = w.holder.ID, h, true
 		}
 	}
-	return best, true
+	return q.first(best)
 }
 
 // reservation says whom a free resource is held for at now, and for how
-// much longer: the first waiter, for reserveFor from when it became first
-// on a free resource. A first waiter that let its reservation run out, or
-// that is not there to take its turn (it neither polls nor was told its
-// turn: a client that gave up, or a session served elsewhere), leaves the
-// queue (dropped lists it) and the next one's turn starts. One whose
-// reservation had started and ends so, unused, is also listed in expired,
-// and its identity lapses (see lapse).
-func (q *queue) reservation(now time.Time, reserveFor time.Duration) (h protocol.Holder, left time.Duration, dropped, expired []protocol.Holder, ok bool) {
+// much longer. Turns are the grid's slots: a turn that begins in the first
+// half of slot k is slot k's, one that begins in its last half is slot
+// k+1's (so a turn is never a sliver), and it ends with its slot, at the
+// same moment at every member that gives it. The slot's turn is the
+// identity's that draws it (head), worked out afresh at every call over
+// the waiters this member knows, and within it the resource is held for
+// that identity's first session that is there (before). So a Wait that
+// reaches this member late (waiters asking again around a handoff reach
+// the members in different orders) moves the turn here as it does at the
+// members it reached first, and two processes sharing a key are told
+// alike by every member as soon as it knows both. (Keeping the turn of
+// whichever waiter a member knew first split 4-member testnets 2-2 for
+// whole slots.)
+//
+// A turn is a span of time, not a count of tries: votes taken in it and
+// abandoned (a split round) leave the rest of the turn to its waiter, and
+// a committed lease ends it (leased). A waiter whose turn runs out
+// without its lease is listed in expired (with whether this node told it
+// its turn: one never told was not in a position to use it) and moves to
+// cohort newest, the newcomers' (cohort of the record now): it keeps
+// waiting, but behind every earlier cohort, and takes turns with the
+// newcomers. So a waiter that takes the vote and abandons it again and
+// again keeps its turn to the end of the slot and no longer, and no
+// earlier cohort after it (nor does a second session of its identity,
+// after its own turn).
+//
+// A first waiter that is not there to take its turn (it neither polls nor
+// was told its turn: a client that gave up, or a session served
+// elsewhere) leaves the queue (dropped lists it; expired too if the turn
+// was already its), and the slot goes to the next draw.
+func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint64) (h protocol.Holder, left time.Duration, dropped []protocol.Holder, expired []expiry, ok bool) {
+	if q.turn && !now.Before(q.until) {
+		q.turn = false
+		if i := q.find(q.reserved); i >= 0 {
+			expired = append(expired, q.expiry(q.waiters[i]))
+			q.demote(q.reserved, newest)
+		}
+	}
 	for {
-		w, ok := q.head()
+		k := q.turnSlot
+		if !q.turn {
+			k = slot(now, reserveFor)
+			if now.Sub(time.Unix(0, k*int64(reserveFor))) >= reserveFor/2 {
+				k++
+			}
+		}
+		w, ok := q.head(k)
 		if !ok {
-			q.reserved = protocol.Holder{}
+			q.turn, q.reserved = false, protocol.Holder{}
 			return protocol.Holder{}, 0, dropped, expired, false
 		}
-		if !w.present(now, reserveFor) || w.votes >= maxUncommittedVotes {
-			if q.reserved == w.holder || w.votes >= maxUncommittedVotes {
-				q.lapse(w.holder.ID)
-				expired = append(expired, w.holder)
+		if !w.present(now, reserveFor) {
+			if q.turn && w.holder == q.reserved {
+				expired = append(expired, q.expiry(w))
 			}
 			q.remove(w.holder)
 			dropped = append(dropped, w.holder)
 			continue
 		}
-		if q.reserved != w.holder {
-			q.reserved, q.since = w.holder, now
+		if !q.turn {
+			q.turn, q.turnSlot, q.since, q.until = true, k, now, slotEnd(k, reserveFor)
 		}
-		if left := reserveFor - now.Sub(q.since); left > 0 {
-			return w.holder, left, dropped, expired, true
-		}
-		q.lapse(w.holder.ID)
-		expired = append(expired, w.holder)
-		q.remove(w.holder)
-		dropped = append(dropped, w.holder)
+		q.reserved = w.holder
+		return w.holder, q.until.Sub(now), dropped, expired, true
 	}
 }
 
-// lapse counts a lapse of identity id: its reservation ran out unused.
-// Its waiters order after those of their cohort whose identities lapsed
-// fewer times, until a lease is committed (leaseCommitted). The count
-// saturates at maxLapseCount; the record keeps the last maxLapsed
-// identities to lapse.
-func (q *queue) lapse(id string) {
-	for i := range q.lapsed {
-		if q.lapsed[i].id == id {
-			if q.lapsed[i].count < maxLapseCount {
-				q.lapsed[i].count++
-			}
-			return
-		}
-	}
-	if len(q.lapsed) >= maxLapsed {
-		q.lapsed = append(q.lapsed[:0], q.lapsed[1:]...)
-	}
-	q.lapsed = append(q.lapsed, lapseCount{id: id, count: 1})
+// expiry is a turn that ran out unused: whose, and whether this node told
+// the waiter its turn (tell) while it lasted.
+type expiry struct {
+	holder protocol.Holder
+	told   bool
 }
 
-// lapses is how many times identity id lapsed since the last committed
-// lease (0: never, or forgotten).
-func (q *queue) lapses(id string) int {
-	for _, l := range q.lapsed {
-		if l.id == id {
-			return l.count
+// expiry is w's turn, under way, run out.
+func (q *queue) expiry(w waiter) expiry {
+	return expiry{holder: w.holder, told: !w.told.Before(q.since)}
+}
+
+// first is the first waiter of identity id (before), if any.
+func (q *queue) first(id string) (waiter, bool) {
+	var best waiter
+	found := false
+	for _, w := range q.waiters {
+		if w.holder.ID == id && (!found || before(w, best)) {
+			best, found = w, true
 		}
 	}
-	return 0
+	return best, found
 }
 
-// leaseCommitted records that a lease of generation gen is committed on
-// the resource: from a newer generation on, no identity is lapsed.
-func (q *queue) leaseCommitted(gen uint64) {
-	if gen > q.leaseGen {
-		q.leaseGen = gen
-		q.lapsed = nil
+// demote moves waiter h, whose turn ended without its lease, to cohort c
+// if that is later than its own. Its entry claims no more: a claim could
+// only move it back.
+func (q *queue) demote(h protocol.Holder, c uint64) {
+	i := q.find(h)
+	if i < 0 {
+		return
+	}
+	w := &q.waiters[i]
+	w.cohort = max(w.cohort, c)
+	w.place, w.claimed = nil, true
+}
+
+// leased records that a lease was committed on the resource: the turn
+// under way is over (used, if the lease is its waiter's).
+func (q *queue) leased() { q.turn, q.reserved = false, protocol.Holder{} }
+
+// holderLeased puts the other waiting sessions of holder h's identity,
+// whose lease at epoch was committed, behind that lease (cohort
+// epoch+1): the holder's identity waits behind its own lease, as a Wait
+// it makes while the lease lives does (cohortFor). Every member that
+// learns the commit moves the same waiters.
+func (q *queue) holderLeased(h protocol.Holder, epoch uint64) {
+	for i := range q.waiters {
+		if w := &q.waiters[i]; w.holder.ID == h.ID && w.holder != h && w.cohort <= epoch {
+			w.cohort, w.place = epoch+1, nil
+		}
 	}
 }
-
-// voted records that h's session took this node's vote (uncommitted) on
-// the resource: its turn is spent once more.
-func (q *queue) voted(h protocol.Holder) {
-	if i := q.find(h); i >= 0 {
-		q.waiters[i].votes++
-	}
-}
-
-// busy says the resource is no longer free: a vote or a lease holds it.
-// The reservation is spent; a new one starts afresh when the resource is
-// free again (so a first waiter whose round split keeps its full window).
-func (q *queue) busy() { q.reserved = protocol.Holder{} }
 
 // notify wakes the long polls of the resource's waiters.
 func (q *queue) notify() {

@@ -35,7 +35,7 @@ func (n *Node) queueAcquire(sh *shard, rec Record, holder protocol.Holder, o Out
 	if q == nil || q.idle() {
 		return o, false // nobody waits: vote
 	}
-	first, left, ok := n.reservation(sh, q, rec.Resource, now)
+	first, left, ok := n.reservation(sh, q, rec, now)
 	if !ok || first == holder {
 		return o, false
 	}
@@ -50,6 +50,10 @@ type Lapse struct {
 	ID       string             // the client identity
 	Session  protocol.SessionID // the lock session (one Acquire call)
 	At       time.Time          // by the node's clock
+	// Told says whether the node told the session its turn (answered its
+	// Wait: free). A turn never told ran out through no fault of the
+	// waiter's.
+	Told bool
 }
 
 // recentLapses is how many lapses a node remembers (RecentLapses); the
@@ -98,19 +102,18 @@ func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
 // reservation is queue.reservation after pruning, accounting for the
 // waiters it drops and the reservations that ran out unused. The caller
 // holds sh.mu.
-func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) (protocol.Holder, time.Duration, bool) {
-	n.forget(q.prune(now, n.cfg.Rules.WaiterTTL))
-	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor)
+func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (protocol.Holder, time.Duration, bool) {
+	resource := rec.Resource
+	gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL)
+	n.forget(gone)
+	n.lapsed(resource, lapsed, now)
+	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor, cohort(rec, now))
 	n.forget(dropped)
-	for _, h := range expired {
-		n.ops.metrics.reservationsExpired.Inc()
-		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", h.ID)
-		n.lapses.add(Lapse{Resource: resource, ID: h.ID, Session: h.Session, At: now})
-	}
+	n.lapsed(resource, expired, now)
 	if log.Level() <= zapDebugLevel {
 		var line []string
 		for _, w := range q.waiters {
-			line = append(line, fmt.Sprintf("%s/%x c=%d r=%x lapsed=%d polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:4], w.cohort, w.rank>>48, q.lapses(w.holder.ID), w.polls))
+			line = append(line, fmt.Sprintf("%s/%s c=%d polls=%d", n.clientName(w.holder.ID), w.holder.Session.Hash().String()[:8], w.cohort, w.polls))
 		}
 		log.Debugw("reservation", "node", n.Index(), "resource", resource, "first", first.Ref().Short(), "dropped", len(dropped), "queue", line)
 	}
@@ -118,6 +121,16 @@ func (n *Node) reservation(sh *shard, q *queue, resource string, now time.Time) 
 		q.notify()
 	}
 	return first, left, ok
+}
+
+// lapsed accounts for the turns on resource that ran out unused: the
+// metric, the log and the node's record of recent lapses.
+func (n *Node) lapsed(resource string, es []expiry, now time.Time) {
+	for _, e := range es {
+		n.ops.metrics.reservationsExpired.Inc()
+		log.Infow("reservation expired unused", "node", n.Index(), "resource", resource, "identity", e.holder.ID, "told", e.told)
+		n.lapses.add(Lapse{Resource: resource, ID: e.holder.ID, Session: e.holder.Session, At: now, Told: e.told})
+	}
 }
 
 // Reserved says whom the free resource is held for (push handoff) and for
@@ -140,7 +153,7 @@ func (n *Node) Reserved(resource string) (protocol.HolderRef, time.Duration) {
 	if rec.Lease.Active(now) {
 		return protocol.HolderRef{}, 0
 	}
-	first, left, ok := n.reservation(sh, q, resource, now)
+	first, left, ok := n.reservation(sh, q, rec, now)
 	if !ok {
 		return protocol.HolderRef{}, 0
 	}
@@ -185,22 +198,21 @@ func (n *Node) forget(hs []protocol.Holder) {
 	}
 }
 
-// changed runs after a transition of o.Next's resource was saved: a lease
-// or vote now holding the resource spends its reservation, a committed
-// lease takes its holder out of the queue, and the waiters' long polls
-// look again. The caller holds sh.mu.
+// changed runs after a transition of o.Next's resource was saved: a
+// committed lease ends the turn under way, takes its holder out of the
+// queue and puts the holder identity's other sessions behind it, and the
+// waiters' long polls look again. (A vote does not end the
+// turn: if it is abandoned, the rest of the turn is still its waiter's.)
+// The caller holds sh.mu.
 func (n *Node) changed(sh *shard, o Outcome) {
 	q := sh.queues[o.Next.Resource]
 	if q == nil {
 		return
 	}
 	if l := o.Next.Lease; l.Active(o.At) {
-		q.busy()
-		if !l.Committed && o.Kind == protocol.KindVote && !o.Repeat {
-			q.voted(l.Holder)
-		}
 		if l.Committed {
-			q.leaseCommitted(l.Epoch)
+			q.leased()
+			q.holderLeased(l.Holder, l.Epoch)
 			if q.committed(l.Holder) {
 				n.forget([]protocol.Holder{l.Holder})
 			}
@@ -332,7 +344,7 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(now), !l.Committed
 		return st, q.changed, st.Left, nil
 	}
-	first2, left, ok := n.reservation(sh, q, resource, now)
+	first2, left, ok := n.reservation(sh, q, rec, now)
 	if !ok || first2 == holder {
 		st.Free = true
 		q.tell(holder, now)
@@ -343,12 +355,17 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 }
 
 // claimPlace moves holder up one cohort if its claim shows f+1 members
-// put it there (protocol.VerifyClaim), and reports whether it moved. It
-// looks at most at one claim per queue entry (queue.checkClaim), and
+// put it there (protocol.VerifyClaim), or back to the claimed cohort if
+// that is later than its place here (queue.waive, unverified: a waiter
+// may give up its own place), and reports whether it moved. It looks at
+// most at one claim per queue entry to move up (queue.checkClaim), and
 // verifies at most f+1 signatures of it; a claim that fails is the
 // entry's last. The caller holds sh.mu.
 func (n *Node) claimPlace(q *queue, resource string, holder protocol.Holder, claim []protocol.SignedPlace) bool {
 	c := protocol.ClaimCohort(claim)
+	if q.waive(holder, c) {
+		return true
+	}
 	if !q.checkClaim(holder, c) {
 		return false
 	}
@@ -423,8 +440,9 @@ func (n *Node) sweepQueues() {
 		sh := &n.shards[i]
 		sh.mu.Lock()
 		for resource, q := range sh.queues {
-			if gone := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
+			if gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL); len(gone) > 0 {
 				n.forget(gone)
+				n.lapsed(resource, lapsed, now)
 				q.notify()
 			}
 			n.dropIdle(sh, resource, q)

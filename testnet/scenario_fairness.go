@@ -24,14 +24,15 @@ package testnet
 //     W's end and the time of the (1+s)-th grant on R (any grant, a
 //     liar's included: each commit starts a lease generation) after W's
 //     start. The queue orders waiters by the lease generation (cohort)
-//     they first waited behind, and by a hash of the identity within one.
+//     they first waited behind, and by a per-slot draw over the identities
+//     within one.
 //     From its Acquire call to its first Wait, W may see one handoff, and
 //     members may place a Wait that arrives around a handoff one
 //     generation apart (a claim then moves it up at most one): so W's
 //     cohort is the generation at its start or the next one, and every
 //     waiter that started before the second grant after W's start may
 //     share it (s = 1). An identity holding the live lease waits behind
-//     it (node's cohortFor): when W's key is shared with another honest
+//     it (node's cohortFor, holderLeased): when W's key is shared with another honest
 //     client, one more generation (s = 2).
 //   - The bound (the issue's): W is served within ahead(W)+1 grants,
 //     counting its own: served(W) <= ahead(W).
@@ -62,10 +63,11 @@ package testnet
 // generation of slack above covers. What they can do is delay everyone
 // alike (Silent, Slow), which the bound does not measure.
 //
-// And a wait whose turn came at some honest member but was not taken
-// within the reservation (Rules.ReserveFor): its session lapsed there (a
-// slow machine, a split round, votes never committed) and lost its place,
-// by the queue's rules, not by unfairness. The oracle reads every honest
+// And a wait whose turn came at some honest member, which told it so, but
+// was not taken within the turn: its session lapsed there (a slow
+// machine, a split round, votes never committed) and lost its place, by
+// the queue's rules, not by unfairness. A turn the member never told the
+// waiter of (Lapse.Told false: a member hiding turns) excuses nothing. The oracle reads every honest
 // node's record of recent lapses (Node.RecentLapses) while the run goes
 // (watchLapses) and leaves out a granted wait whose session (the granted
 // token's holder session: one Acquire call is one session) lapsed at any
@@ -215,6 +217,11 @@ func (o *oracle) readLapses(nw *Network) {
 	}
 	for _, g := range all {
 		for _, l := range g.ls {
+			if !l.Told {
+				// The node never told the waiter its turn: the waiter
+				// could not have used it, so it excuses nothing.
+				continue
+			}
 			k := fairLapse{l.Resource, l.Session}
 			if _, ok := o.fair.lapses[k]; !ok {
 				o.fair.lapses[k] = g.node
@@ -488,11 +495,34 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 				excluded = x.end.Add(x.ttl).After(w.start)
 			}
 		}
+		// One Lock per resource per Client: a call that found its own
+		// client holding (or acquiring) the resource waited for it
+		// locally, outside the queue, until that lock was released. Its
+		// wait in the queue starts then.
+		start := w.start
+		for j, x := range waits {
+			if excluded {
+				break
+			}
+			if j == i || x.client != w.client || x.res != w.res || x.group != w.group || !x.granted || !x.end.Before(w.end) {
+				continue
+			}
+			if x.released.IsZero() {
+				// No Release on record: the lock may have been held
+				// until its lease ran out.
+				excluded = x.end.Add(x.ttl).After(w.start)
+				continue
+			}
+			if x.released.After(start) {
+				start = x.released
+			}
+		}
 		if excluded {
 			v.excluded++
 			continue
 		}
 		v.checked++
+		w.start = start // (w is this loop's copy)
 		slack := 1
 		if shared[w.key] {
 			slack = 2
