@@ -271,18 +271,34 @@ func TestQueueClaim(t *testing.T) {
 	q := newQueue(stateRes)
 	q.touch(alice, 8, 8, 2, stateBase)
 	q.touch(bob, 8, 8, 2, stateBase)
-	require.False(t, q.checkClaim(alice, 6), "more than one cohort up: refused")
-	require.False(t, q.checkClaim(alice, 7), "and that was alice's one claim")
+	require.False(t, q.checkClaim(alice, 6, Record{}), "more than one cohort up: refused")
+	require.False(t, q.checkClaim(alice, 7, Record{}), "and that was alice's one claim")
 	require.EqualValues(t, 8, q.cohortOf(alice))
-	require.False(t, q.checkClaim(bob, 9), "a claim never moves a waiter back")
+	require.False(t, q.checkClaim(bob, 9, Record{}), "a claim never moves a waiter back")
 	q.remove(bob)
 	q.touch(bob, 8, 8, 2, stateBase)
-	require.True(t, q.checkClaim(bob, 7), "a new entry has a claim of its own")
+	require.True(t, q.checkClaim(bob, 7, Record{}), "a new entry has a claim of its own")
 	q.moveUp(bob, 7)
 	require.EqualValues(t, 7, q.cohortOf(bob))
-	require.False(t, q.checkClaim(bob, 6))
-	require.False(t, q.checkClaim(carol, 7), "not queued")
+	require.False(t, q.checkClaim(bob, 6, Record{}))
+	require.False(t, q.checkClaim(carol, 7, Record{}), "not queued")
 	require.Zero(t, q.cohortOf(carol))
+
+	// Epochs abandoned between two leases leave gaps: with lease 8
+	// committed after lease 5, the step before cohort 8 is 6 (the
+	// newcomers while the resource was free), and no earlier.
+	rec := Record{LeaseGen: 8, PrevGen: 5}
+	require.EqualValues(t, 6, stepBefore(rec, 8))
+	require.EqualValues(t, 8, stepBefore(rec, 9))
+	require.EqualValues(t, 4, stepBefore(rec, 5))
+	for _, tc := range []struct {
+		c  uint64
+		ok bool
+	}{{5, false}, {6, true}, {7, true}, {8, false}} {
+		q := newQueue(stateRes)
+		q.touch(alice, 8, 8, 2, stateBase)
+		require.Equal(t, tc.ok, q.checkClaim(alice, tc.c, rec), "claim of %d from 8", tc.c)
+	}
 }
 
 // TestCohort: a waiter behind a live committed lease waits for that lease's

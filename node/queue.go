@@ -255,18 +255,34 @@ func (q *queue) countOf(id string) int {
 }
 
 // checkClaim says whether h's claim of cohort c is worth checking: h is
-// queued, no claim of its entry was looked at before, and c is exactly
-// one earlier than its cohort (a request that reached this node just
-// after a handoff and the others just before gets the same place; a claim
-// never moves a waiter up further). Any claim spends the entry's one
-// look, so a waiter makes at most one claim per entry.
-func (q *queue) checkClaim(h protocol.Holder, c uint64) bool {
+// queued, no claim of its entry was looked at before, and c is one step
+// earlier than its cohort in rec's numbering (stepBefore: a request that
+// reached this node just after a handoff and the others just before gets
+// the same place; a claim never moves a waiter up further). Any claim
+// spends the entry's one look, so a waiter makes at most one claim per
+// entry.
+func (q *queue) checkClaim(h protocol.Holder, c uint64, rec Record) bool {
 	i := q.find(h)
 	if i < 0 || q.waiters[i].claimed {
 		return false
 	}
 	q.waiters[i].claimed = true
-	return c > 0 && c+1 == q.waiters[i].cohort
+	g := q.waiters[i].cohort
+	return c > 0 && c < g && c >= stepBefore(rec, g)
+}
+
+// stepBefore is the cohort one step before cohort g: g-1, except that
+// the waiters of the live or last lease (g == rec.LeaseGen) come right
+// after the newcomers of the generation before it (rec.PrevGen+1). Epochs
+// voted for and abandoned between two committed leases are no lease
+// generation, and leave gaps in the numbering (a Wait that reached one
+// member while the resource was free and the others during the next
+// lease, after two split rounds, has cohorts 1 and 3).
+func stepBefore(rec Record, g uint64) uint64 {
+	if g == rec.LeaseGen && rec.PrevGen+1 < g {
+		return rec.PrevGen + 1
+	}
+	return g - 1
 }
 
 // waive moves h back to cohort c if that is later than its place here

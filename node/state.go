@@ -251,7 +251,9 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, shown Shown
 		tokenRelease = n.Lease.TokenRelease // a re-sent Commit without the key loosens nothing
 	}
 	n.Lease = Lease{Holder: tok.Holder, Epoch: tok.Epoch, Expires: now.Add(r.clampTTL(ttl)), Committed: true, TokenRelease: tokenRelease}
-	n.LeaseGen = max(n.LeaseGen, tok.Epoch)
+	if tok.Epoch > n.LeaseGen {
+		n.PrevGen, n.LeaseGen = n.LeaseGen, tok.Epoch
+	}
 	o.Changed = true
 	o.audit(now, AuditCommit, n.Resource, tok.Epoch, tok.Holder, "")
 	return o

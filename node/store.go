@@ -41,6 +41,11 @@ type Record struct {
 	// LeaseGen is the highest epoch of a lease committed here: the
 	// generation waiters are ordered by (queue.go). Liveness only.
 	LeaseGen uint64 `json:"lease_gen,omitempty"`
+	// PrevGen is LeaseGen before the commit that raised it to its value:
+	// the generation before, whose newcomers waited in cohort PrevGen+1
+	// (epochs abandoned in between leave gaps in the numbering). Liveness
+	// only.
+	PrevGen uint64 `json:"prev_gen,omitempty"`
 	// Lease is the node's timing-based view of who holds the resource.
 	Lease Lease `json:"lease"`
 }

@@ -332,7 +332,7 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 		if i := q.find(holder); i >= 0 {
 			q.waiters[i].polls++
 		}
-		if len(claim) > 0 && n.claimPlace(q, resource, holder, claim) {
+		if len(claim) > 0 && n.claimPlace(q, rec, holder, claim) {
 			q.notify() // the order may have changed
 		}
 	}
@@ -354,19 +354,20 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 	return st, q.changed, left, nil
 }
 
-// claimPlace moves holder up one cohort if its claim shows f+1 members
+// claimPlace moves holder up one step (stepBefore) if its claim shows f+1 members
 // put it there (protocol.VerifyClaim), or back to the claimed cohort if
 // that is later than its place here (queue.waive, unverified: a waiter
 // may give up its own place), and reports whether it moved. It looks at
 // most at one claim per queue entry to move up (queue.checkClaim), and
 // verifies at most f+1 signatures of it; a claim that fails is the
 // entry's last. The caller holds sh.mu.
-func (n *Node) claimPlace(q *queue, resource string, holder protocol.Holder, claim []protocol.SignedPlace) bool {
+func (n *Node) claimPlace(q *queue, rec Record, holder protocol.Holder, claim []protocol.SignedPlace) bool {
+	resource := rec.Resource
 	c := protocol.ClaimCohort(claim)
 	if q.waive(holder, c) {
 		return true
 	}
-	if !q.checkClaim(holder, c) {
+	if !q.checkClaim(holder, c, rec) {
 		return false
 	}
 	if _, err := protocol.VerifyClaim(n.cfg.Cluster, resource, holder.Ref(), claim); err != nil {
