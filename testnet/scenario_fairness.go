@@ -32,10 +32,18 @@ package testnet
 //     cohort is the generation at its start or the next one, and every
 //     waiter that started before the second grant after W's start may
 //     share it (s = 1). An identity holding the live lease waits behind
-//     it (node's cohortFor, holderLeased): when W's key is shared with another honest
-//     client, one more generation (s = 2).
+//     it (node's cohortFor, holderLeased): when W's key is shared with
+//     another honest client, one more generation (s = 2).
 //   - The bound (the issue's): W is served within ahead(W)+1 grants,
 //     counting its own: served(W) <= ahead(W).
+//   - A shared key: the queue is fair between identities (its turns are
+//     an identity's, and processes sharing a key are one client to it),
+//     and which session of one identity goes first is a hash of the
+//     sessions. So for W's key shared with another honest client, grants
+//     to W's own identity (its siblings', or a liar's that borrowed the
+//     key) are not counted in served(W), W's siblings are not counted in
+//     ahead(W), and since each such grant puts W behind that lease, the
+//     (1+s) grants of the cutoff count from the last of them.
 //
 // Only windows the queue controls are judged. Excluded are waits that
 // failed (timed out), the liveness retry loop's Acquire calls, and windows
@@ -115,6 +123,7 @@ type fairWait struct {
 	granted     bool
 	epoch       uint64
 	session     protocol.SessionID // the granted token's holder session
+	id          string             // and its identity
 	// lapsed names an honest node at which the wait's session let its
 	// reservation run out ("" if none did).
 	lapsed string
@@ -132,6 +141,7 @@ type fairGrant struct {
 	res string
 	at  time.Time
 	who string
+	id  string // the identity it holds the lease as (an honest one's, if it borrowed a key)
 }
 
 // fairSpan is a time span the fairness check leaves out.
@@ -251,7 +261,7 @@ func (o *oracle) fairEnd(w int, l *client.Lock, err error) {
 	fw.end = now
 	if err == nil && l != nil {
 		tok := l.Token()
-		fw.granted, fw.epoch, fw.session = true, tok.Epoch, tok.Holder.Session
+		fw.granted, fw.epoch, fw.session, fw.id = true, tok.Epoch, tok.Holder.Session, tok.Holder.ID
 	}
 }
 
@@ -325,7 +335,7 @@ func (o *oracle) liarNote(j int, what string) {
 func (o *oracle) liarGranted(j int, tok protocol.Token, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.fair.liarGrants = append(o.fair.liarGrants, fairGrant{res: tok.Resource, at: at, who: fmt.Sprintf("liar%d", j)})
+	o.fair.liarGrants = append(o.fair.liarGrants, fairGrant{res: tok.Resource, at: at, who: fmt.Sprintf("liar%d", j), id: tok.Holder.ID})
 	o.tokenLocked(fmt.Sprintf("liar%d", j), tok)
 }
 
@@ -451,6 +461,7 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 		at     time.Time
 		honest bool
 		w      int
+		id     string // the identity granted
 	}
 	type queueKey struct {
 		res   string
@@ -460,12 +471,12 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 	for i, w := range waits {
 		if w.granted {
 			k := queueKey{w.res, w.group}
-			grants[k] = append(grants[k], grant{at: w.end, honest: true, w: i})
+			grants[k] = append(grants[k], grant{at: w.end, honest: true, w: i, id: w.id})
 		}
 	}
 	for _, g := range liarGrants {
 		k := queueKey{g.res, 0} // liars use the original cluster file
-		grants[k] = append(grants[k], grant{at: g.at, w: -1})
+		grants[k] = append(grants[k], grant{at: g.at, w: -1, id: g.id})
 	}
 	for _, gs := range grants {
 		sort.Slice(gs, func(a, b int) bool { return gs[a].at.Before(gs[b].at) })
@@ -527,6 +538,19 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 		if shared[w.key] {
 			slack = 2
 		}
+		// A shared key: fairness is between identities. A grant to W's
+		// own identity (a sibling process, or a liar that borrowed the
+		// key) is not counted as served, and puts W behind that lease
+		// (node's holderLeased), so the generations of slack count from
+		// the last such grant; waits of W's own identity are not ahead
+		// of it.
+		own := func(id string) bool { return shared[w.key] && id != "" && id == w.id }
+		from := w.start
+		for _, g := range grants[k] {
+			if g.at.After(from) && g.at.Before(w.end) && g.w != i && own(g.id) {
+				from = g.at
+			}
+		}
 		served, after := 0, 0
 		cutoff := w.end
 		var jumped []string
@@ -534,18 +558,20 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 			if !g.at.After(w.start) {
 				continue
 			}
-			if after == slack && g.at.Before(cutoff) {
-				cutoff = g.at
+			if g.at.After(from) || g.at.Equal(from) && !own(g.id) {
+				if after == slack && g.at.Before(cutoff) {
+					cutoff = g.at
+				}
+				after++
 			}
-			after++
-			if g.honest && g.w != i && g.at.Before(w.end) {
+			if g.honest && g.w != i && g.at.Before(w.end) && !own(g.id) {
 				served++
 				jumped = append(jumped, fmt.Sprintf("client%d from %+v", waits[g.w].client, waits[g.w].start.Sub(w.start).Round(time.Millisecond)))
 			}
 		}
 		ahead := 0
 		for j, x := range waits {
-			if j == i || x.res != w.res || x.group != w.group {
+			if j == i || x.res != w.res || x.group != w.group || (shared[w.key] && x.key == w.key) {
 				continue
 			}
 			if x.start.Before(cutoff) && (x.end.IsZero() || x.end.After(w.start)) {

@@ -24,6 +24,12 @@ func TestJudgeFairness(t *testing.T) {
 		return fairWait{client: c, key: c, res: "res-0", ttl: time.Second, start: at(a), end: at(b), granted: true}
 	}
 	released := func(w fairWait, ms int) fairWait { w.released = at(ms); return w }
+	// sibling is wait with client key k, granted as identity id-k.
+	sibling := func(c, k, a, b int) fairWait {
+		w := wait(c, a, b)
+		w.key, w.id = k, fmt.Sprintf("id-%d", k)
+		return w
+	}
 	cases := []struct {
 		name       string
 		waits      []fairWait
@@ -98,6 +104,29 @@ func TestJudgeFairness(t *testing.T) {
 			// client2's key is shared: client3 may be in its cohort.
 			shared:  map[int]bool{2: true},
 			checked: 5,
+		},
+		{
+			name: "a shared key: fair between identities",
+			// client2 and client5 share key 2. client5 is served three
+			// times while client2 waits: grants to their own identity,
+			// which the queue orders by session hash. Of the others, only
+			// client1 (waiting since before the last of them) is served
+			// first.
+			waits: []fairWait{released(sibling(0, 0, 0, 10), 15), sibling(2, 2, 20, 500), released(sibling(5, 2, 30, 100), 105),
+				released(sibling(5, 2, 110, 200), 205), released(sibling(5, 2, 210, 300), 305), released(sibling(1, 1, 220, 400), 405)},
+			shared:  map[int]bool{2: true},
+			checked: 6,
+		},
+		{
+			name: "control: other identities' grants still count",
+			// The same, but client5 has a key of its own: four grants to
+			// others before client2, with two of them waiting when it
+			// started or soon after.
+			waits: []fairWait{released(sibling(0, 0, 0, 10), 15), sibling(2, 2, 20, 500), released(sibling(5, 5, 30, 100), 105),
+				released(sibling(5, 5, 110, 200), 205), released(sibling(5, 5, 210, 300), 305), released(sibling(1, 1, 220, 400), 405)},
+			shared:     map[int]bool{},
+			checked:    6,
+			violations: 1,
 		},
 		{
 			name: "a lease that ran out by its TTL is excluded",
