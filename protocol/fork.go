@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -93,6 +95,20 @@ func (f Fork) Epoch() uint64 { return f.A.Epoch }
 // Equal reports whether f and o hold the same two tokens, in either order.
 func (f Fork) Equal(o Fork) bool {
 	return f.A == o.A && f.B == o.B || f.A == o.B && f.B == o.A
+}
+
+// ID names the fork without showing its tokens: hex of a SHA-256 hash of
+// its binary form (empty for a fork that does not Check). The tokens are
+// bearer credentials of their holders, so answers to clients and
+// metrics name a fork by its ID; the proof itself goes where operators
+// keep it (the store's fork records, logs).
+func (f Fork) ID() string {
+	b, err := f.MarshalBinary()
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // ordered returns the tokens' binary forms in canonical order.

@@ -67,6 +67,10 @@ func TestForkCanonicalOrder(t *testing.T) {
 	require.Equal(t, f1, got)
 	require.Equal(t, ft.ref.Resource, got.Resource())
 	require.Equal(t, ft.ref.Epoch, got.Epoch())
+	require.Len(t, f1.ID(), 64)
+	require.Equal(t, f1.ID(), Fork{A: f1.B, B: f1.A}.ID(), "one fork, one ID")
+	require.NotEqual(t, f1.ID(), mustForkOf(t, ft.ref, ft.samID).ID())
+	require.Empty(t, Fork{A: ft.ref, B: ft.ref}.ID())
 
 	// The text form and JSON.
 	text := f1.String()
@@ -176,4 +180,11 @@ func TestParseForkRefuses(t *testing.T) {
 	}
 	_, err = ParseFork(append(append([]byte(nil), enc...), make([]byte, MaxForkSize)...))
 	require.ErrorIs(t, err, ErrMalformed)
+}
+
+func mustForkOf(t *testing.T, a, b Token) Fork {
+	t.Helper()
+	f, err := NewFork(a, b)
+	require.NoError(t, err)
+	return f
 }
