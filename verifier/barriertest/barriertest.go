@@ -107,6 +107,7 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"ForkBelowBarrierIsStale", false, testForkStale},
 		{"ForkBarrierWithoutHolderTakesTheFirst", false, testForkUnknownHolder},
 		{"ForkRecordsBounded", false, testForkBound},
+		{"ForkNeedsOneCluster", false, testForkOtherCluster},
 		{"ForkSurvivesReopen", true, testForkDurable},
 		{"UseAfterClose", false, testClosed},
 	}

@@ -26,10 +26,18 @@ type forkCluster struct {
 	tokens map[protocol.Statement]protocol.Token
 }
 
-var forks = sync.OnceValue(func() *forkCluster {
-	d := verifiertest.NewDealer("barriertest-forks", 21)
-	return &forkCluster{d: d, v: verifier.New(d.Cluster), tokens: map[protocol.Statement]protocol.Token{}}
-})
+var (
+	forks = sync.OnceValue(func() *forkCluster {
+		d := verifiertest.NewDealer("barriertest-forks", 21)
+		return &forkCluster{d: d, v: verifier.New(d.Cluster), tokens: map[protocol.Statement]protocol.Token{}}
+	})
+	// otherForks is another cluster, whose verifier shares a store with
+	// forks' in testForkOtherCluster.
+	otherForks = sync.OnceValue(func() *forkCluster {
+		d := verifiertest.NewDealer("barriertest-other", 22)
+		return &forkCluster{d: d, v: verifier.New(d.Cluster), tokens: map[protocol.Statement]protocol.Token{}}
+	})
+)
 
 // otherSession is the session of the second process of one identity.
 var otherSession = protocol.SessionID{2}
@@ -59,7 +67,11 @@ func (c *forkCluster) token(t *testing.T, resource string, epoch uint64, holder 
 // whether write ran.
 func (h *harness) guard(t *testing.T, tok protocol.Token, write func(verifier.Tx) error) (ran bool, err error) {
 	t.Helper()
-	adm, err := forks().v.Admit(tok, tok.Resource)
+	v := forks().v
+	if tok.Cluster == otherForks().d.Cluster.ID {
+		v = otherForks().v
+	}
+	adm, err := v.Admit(tok, tok.Resource)
 	require.NoError(t, err, "the suite's tokens verify")
 	require.Equal(t, tok, adm.Token())
 	err = h.s.Guard(h.ctx, adm, func(tx verifier.Tx) error {
@@ -242,4 +254,19 @@ func testForkDurable(t *testing.T, h *harness) {
 	h.putWith(t, alice, "k", "alice again")
 	require.Equal(t, map[string]string{"k": "alice again"}, h.read(t, "r", "k"))
 	h.requireForks(t, "r", mustFork(t, alice, bob))
+}
+
+// testForkOtherCluster: tokens of two clusters never fork (there is no
+// proof to give). A store that a verifier of another cluster used keeps
+// that cluster's token at the barrier; a token of this cluster at the
+// same epoch takes its place, as equal epochs were admitted before
+// stores kept holders, and fences the next holder from then on.
+func testForkOtherCluster(t *testing.T, h *harness) {
+	theirs := otherForks().token(t, "r", 5, "alice")
+	h.putWith(t, theirs, "k", "theirs")
+	bob, carol := forks().token(t, "r", 5, "bob"), forks().token(t, "r", 5, "carol")
+	h.putWith(t, bob, "k", "bob")
+	h.putWith(t, bob, "k", "bob again")
+	h.requireFork(t, carol, bob, true)
+	require.Equal(t, map[string]string{"k": "bob again"}, h.read(t, "r", "k"))
 }
