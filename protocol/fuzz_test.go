@@ -29,7 +29,7 @@ var fuzzTargets = []string{
 }
 
 // stringTargets take a string, not []byte.
-var stringTargets = map[string]bool{"FuzzParseTokenText": true}
+var stringTargets = map[string]bool{"FuzzParseTokenText": true, "FuzzParseForkText": true}
 
 type seed struct {
 	name string // file name: "valid-…" or "invalid-…"

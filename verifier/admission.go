@@ -6,8 +6,9 @@ import (
 )
 
 // Admission is what a token that passed verification for one resource
-// admits: the resource and the token's epoch (and its holder, for the
-// application's records). Only verification produces one
+// admits: the resource, the token's epoch and holder, and the token
+// itself, which the store keeps with the barrier so that another holder's
+// token at the same epoch is refused with its proof (ErrFork). Only verification produces one
 // ([Verifier.Admit], [Verifier.VerifyRequest]), and the barrier stores take
 // an Admission rather than a raw epoch ([BarrierStore.Guard],
 // [BoltStore.Update], [SQLStore.Update]), so a guarded write cannot skip
@@ -21,6 +22,7 @@ type Admission struct {
 	resource string
 	epoch    uint64
 	holder   protocol.Holder
+	token    protocol.Token
 }
 
 // Resource is the resource the token was verified for.
@@ -33,10 +35,18 @@ func (a Admission) Epoch() uint64 { return a.epoch }
 // Holder is the verified token's holder (identity and lock session).
 func (a Admission) Holder() protocol.Holder { return a.holder }
 
+// Token is the verified token: a barrier store keeps it with the barrier
+// it sets, as the first half of the proof if another holder's token comes
+// at the same epoch. The Admissions the conformance suite
+// (verifier/barriertest) makes to drive a store at any epoch without
+// signing a token have none (the zero Token, no holder): a store treats
+// them as a holder it does not know, which never forks.
+func (a Admission) Token() protocol.Token { return a.token }
+
 // admitted builds the Admission of tok, which the caller has just verified
 // for tok.Resource: the only place an Admission is made from a token.
 func admitted(tok *protocol.Token) Admission {
-	return Admission{resource: tok.Resource, epoch: tok.Epoch, holder: tok.Holder}
+	return Admission{resource: tok.Resource, epoch: tok.Epoch, holder: tok.Holder, token: *tok}
 }
 
 func init() {

@@ -4,23 +4,35 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.etcd.io/bbolt"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // Bucket names in a bolt database used by BoltStore. Applications that share
 // the database (see NewBoltStore and BoltStore.Update) must not write to
 // them.
 const (
-	// BoltBarrierBucket maps a resource name to its barrier, an 8-byte
-	// big-endian epoch.
+	// BoltBarrierBucket maps a resource name to its barrier: an 8-byte
+	// big-endian epoch, followed by the binary form of the token admitted
+	// at that epoch (protocol.Token.MarshalBinary) once its holder is
+	// known. Stores written before holders were kept hold the epoch alone,
+	// and still open: such a barrier takes the holder of the next token
+	// admitted at its epoch. (An older release refuses a barrier with a
+	// token as corrupt, never admitting on it.)
 	BoltBarrierBucket = "palisade.barriers"
 	// BoltDataBucket holds one nested bucket per resource with the keys
 	// written through Tx.
 	BoltDataBucket = "palisade.data"
+	// BoltForkBucket holds one nested bucket per resource with its fork
+	// records: the 8-byte big-endian epoch to the fork's binary form
+	// (protocol.Fork.MarshalBinary).
+	BoltForkBucket = "palisade.forks"
 )
 
 // BoltOpenTimeout bounds how long OpenBoltStore waits for the file lock of a
@@ -41,7 +53,10 @@ type BoltStore struct {
 	closed bool
 }
 
-var _ BarrierStore = (*BoltStore)(nil)
+var (
+	_ BarrierStore = (*BoltStore)(nil)
+	_ ForkLister   = (*BoltStore)(nil)
+)
 
 // OpenBoltStore opens or creates the bolt database at path (mode 0600) and
 // its buckets. Close closes the database.
@@ -64,7 +79,7 @@ func OpenBoltStore(path string) (*BoltStore, error) {
 // ownership of db: Close marks the store closed but leaves db open.
 func NewBoltStore(db *bbolt.DB) (*BoltStore, error) {
 	err := db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range []string{BoltBarrierBucket, BoltDataBucket} {
+		for _, name := range []string{BoltBarrierBucket, BoltDataBucket, BoltForkBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 				return err
 			}
@@ -88,10 +103,48 @@ func (s *BoltStore) Barrier(ctx context.Context, resource string) (epoch uint64,
 		return 0, false, ErrClosed
 	}
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		epoch, ok, err = readBarrier(tx, resource)
+		var rec barrierRecord
+		rec, ok, err = readBarrier(tx, resource)
+		epoch = rec.epoch
 		return err
 	})
 	return epoch, ok, err
+}
+
+// Forks implements ForkLister.
+func (s *BoltStore) Forks(ctx context.Context, resource string) ([]protocol.Fork, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var out []protocol.Fork
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		root := tx.Bucket([]byte(BoltForkBucket))
+		if root == nil || resource == "" {
+			return nil
+		}
+		b := root.Bucket([]byte(resource))
+		if b == nil {
+			return nil
+		}
+		// Keys are big-endian epochs: the cursor walks them in order.
+		return b.ForEach(func(k, v []byte) error {
+			f, err := protocol.ParseFork(v)
+			if err != nil {
+				return fmt.Errorf("verifier: fork record of %q at %x: %w", resource, k, err)
+			}
+			out = append(out, f)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Guard implements BarrierStore.
@@ -142,7 +195,16 @@ func (s *BoltStore) update(ctx context.Context, adm Admission, native bool, fn f
 	// Rolls back on every path but a commit, also on a panic in fn, which
 	// then propagates; after a commit it is a no-op.
 	defer func() { _ = btx.Rollback() }()
-	changed, err := s.guardTx(btx, resource, epoch, native, fn)
+	changed, err := s.guardTx(btx, adm, native, fn)
+	if fe, isFork := asFork(err); isFork && changed {
+		// The refused write never ran; only the fork record commits,
+		// whatever ctx says: it is the store's own record.
+		if cerr := btx.Commit(); cerr != nil {
+			fe.Kept = false
+			return errors.Join(fe, fmt.Errorf("verifier: keep fork record of %q at epoch %d: %w", resource, epoch, cerr))
+		}
+		return fe
+	}
 	if err != nil {
 		return err
 	}
@@ -162,15 +224,28 @@ func (s *BoltStore) update(ctx context.Context, adm Admission, native bool, fn f
 }
 
 // guardTx runs the barrier check, fn and the barrier raise in btx, and
-// reports whether btx must commit. S4: the check (epoch >= barrier) and the
-// raise are in the one bolt transaction that also holds fn's writes.
-func (s *BoltStore) guardTx(btx *bbolt.Tx, resource string, epoch uint64, native bool, fn func(btx *bbolt.Tx, tx Tx) error) (changed bool, err error) {
-	barrier, ok, err := readBarrier(btx, resource)
+// reports whether btx must commit. S4: the check (epoch >= barrier, and
+// at the barrier only its holder) and the raise are in the one bolt
+// transaction that also holds fn's writes. For a fork it returns the
+// *ForkError without running fn, and changed true if btx now holds the
+// new fork record.
+func (s *BoltStore) guardTx(btx *bbolt.Tx, adm Admission, native bool, fn func(btx *bbolt.Tx, tx Tx) error) (changed bool, err error) {
+	resource, epoch := adm.resource, adm.epoch
+	rec, ok, err := readBarrier(btx, resource)
 	if err != nil {
 		return false, err
 	}
-	if ok && epoch < barrier {
-		return false, &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	v, err := judge(adm, rec, ok)
+	if fe, isFork := asFork(err); isFork {
+		kept, kerr := keepBoltFork(btx, resource, fe.Fork)
+		if kerr != nil {
+			return false, errors.Join(fe, kerr)
+		}
+		fe.Kept = kept
+		return kept, fe
+	}
+	if err != nil {
+		return false, err
 	}
 	root := btx.Bucket([]byte(BoltDataBucket))
 	if root == nil {
@@ -184,13 +259,55 @@ func (s *BoltStore) guardTx(btx *bbolt.Tx, resource string, epoch uint64, native
 	if err != nil {
 		return false, wrapWriteErr(resource, epoch, err)
 	}
-	if ok && epoch == barrier {
+	if v == keepRecord {
 		return native || tx.dirty, nil
 	}
-	var v [8]byte
-	binary.BigEndian.PutUint64(v[:], epoch)
-	if err := btx.Bucket([]byte(BoltBarrierBucket)).Put([]byte(resource), v[:]); err != nil {
+	val := binary.BigEndian.AppendUint64(nil, epoch)
+	if !adm.token.Holder.IsZero() {
+		tb, err := adm.token.MarshalBinary()
+		if err != nil {
+			return false, fmt.Errorf("verifier: barrier record of %q: %w", resource, err)
+		}
+		val = append(val, tb...)
+	}
+	if err := btx.Bucket([]byte(BoltBarrierBucket)).Put([]byte(resource), val); err != nil {
 		return false, fmt.Errorf("verifier: raise barrier of %q to %d: %w", resource, epoch, err)
+	}
+	return true, nil
+}
+
+// keepBoltFork stores f as the fork record of its epoch in btx unless one
+// is kept there already or the resource holds MaxForksPerResource, and
+// reports whether it did.
+func keepBoltFork(btx *bbolt.Tx, resource string, f protocol.Fork) (bool, error) {
+	root := btx.Bucket([]byte(BoltForkBucket))
+	if root == nil {
+		return false, fmt.Errorf("verifier: bolt bucket %s missing", BoltForkBucket)
+	}
+	key := binary.BigEndian.AppendUint64(nil, f.Epoch())
+	if b := root.Bucket([]byte(resource)); b != nil {
+		if b.Get(key) != nil {
+			return false, nil
+		}
+		n := 0
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && n < MaxForksPerResource; k, _ = c.Next() {
+			n++
+		}
+		if n >= MaxForksPerResource {
+			return false, nil
+		}
+	}
+	b, err := root.CreateBucketIfNotExists([]byte(resource))
+	if err != nil {
+		return false, fmt.Errorf("verifier: fork bucket of %q: %w", resource, err)
+	}
+	v, err := f.MarshalBinary()
+	if err != nil {
+		return false, fmt.Errorf("verifier: fork record of %q: %w", resource, err)
+	}
+	if err := b.Put(key, v); err != nil {
+		return false, fmt.Errorf("verifier: keep fork record of %q at epoch %d: %w", resource, f.Epoch(), err)
 	}
 	return true, nil
 }
@@ -217,23 +334,34 @@ func (s *BoltStore) Close() error {
 	return nil
 }
 
-func readBarrier(tx *bbolt.Tx, resource string) (uint64, bool, error) {
+// readBarrier reads a resource's barrier record: the epoch alone (as
+// stores written before holders were kept have it: holder unknown), or the
+// epoch and the token admitted at it.
+func readBarrier(tx *bbolt.Tx, resource string) (barrierRecord, bool, error) {
 	if resource == "" {
-		return 0, false, nil
+		return barrierRecord{}, false, nil
 	}
 	b := tx.Bucket([]byte(BoltBarrierBucket))
 	if b == nil {
-		return 0, false, fmt.Errorf("verifier: bolt bucket %s missing", BoltBarrierBucket)
+		return barrierRecord{}, false, fmt.Errorf("verifier: bolt bucket %s missing", BoltBarrierBucket)
 	}
 	v := b.Get([]byte(resource))
 	if v == nil {
-		return 0, false, nil
+		return barrierRecord{}, false, nil
 	}
-	if len(v) != 8 {
+	if len(v) < 8 {
 		// Fail closed: a corrupt barrier must not admit old epochs.
-		return 0, false, fmt.Errorf("verifier: corrupt barrier for %q: %d bytes", resource, len(v))
+		return barrierRecord{}, false, fmt.Errorf("verifier: corrupt barrier for %q: %d bytes", resource, len(v))
 	}
-	return binary.BigEndian.Uint64(v), true, nil
+	rec := barrierRecord{epoch: binary.BigEndian.Uint64(v)}
+	if len(v) > 8 {
+		tok, err := parseRecordToken(resource, rec.epoch, v[8:])
+		if err != nil {
+			return barrierRecord{}, false, err
+		}
+		rec.token = tok
+	}
+	return rec, true, nil
 }
 
 // boltTx is a resource's nested bucket inside BoltDataBucket, created on the

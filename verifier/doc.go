@@ -22,11 +22,24 @@
 //
 // An epoch above the barrier raises the barrier in the same atomic
 // transaction as the write the token guards: both commit or neither does, and
-// the barrier survives restarts. An equal epoch is the same holder (at most one
-// valid token exists per resource and epoch), so a holder may write many times
-// with one token. A paused or partitioned ex-holder that wakes up with an old
+// the barrier survives restarts. An equal epoch is admitted for the holder
+// whose token set the barrier, so a holder may write many times with one
+// token. A paused or partitioned ex-holder that wakes up with an old
 // token is refused with [ErrStale] as soon as any newer holder has been
 // admitted: safety never depends on clocks or leases.
+//
+// # Forks
+//
+// At most one valid token exists per resource and epoch while at most f
+// nodes misbehave (S1). Beyond that (f+1 colluding nodes, or nodes
+// restored from old copies of their vote stores) two holders can get
+// valid tokens for one epoch: a fork. The stores keep the token that set
+// the barrier, and refuse another holder's token at the same epoch with
+// a *[ForkError] ([ErrFork]) whose protocol.Fork holds both tokens, a
+// proof anyone with the cluster file can check (protocol.VerifyFork).
+// The first proof per resource and epoch is kept as a fork record
+// ([ForkLister]; at most [MaxForksPerResource] per resource). A resource
+// that never sees the second token cannot refuse it.
 //
 // # Embedding
 //
@@ -129,7 +142,8 @@
 // verifier/verifiertest (a trusted dealer: never outside tests).
 //
 // Every store passes the same conformance suite, package
-// verifier/barriertest: stale epochs refused, equal admitted, higher raise
+// verifier/barriertest: stale epochs refused, equal admitted for their
+// holder and refused with the proof for another (a fork), higher raise
 // the barrier together with the write, a failed write changes nothing,
 // racing writers are serialised, writers cancelled at random moments leave
 // no trace unless told ErrOutcomeUnknown, and barriers survive reopening.

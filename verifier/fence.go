@@ -29,8 +29,10 @@ func NewFence(v *Verifier, s BarrierStore) *Fence {
 // must not be below the resource's barrier (BarrierStore.Guard); then write
 // runs in the transaction that raises the barrier. The error wraps
 // ErrMalformedToken, ErrWrongCluster, ErrWrongResource, ErrInvalidToken,
-// ErrStale (a *StaleError), write's error, ctx's error if ctx ended before
-// the commit, or a store error; in all these cases nothing changed. An
+// ErrStale (a *StaleError), ErrFork (a *ForkError with the proof: another
+// holder's token was admitted at this epoch), write's error, ctx's error
+// if ctx ended before the commit, or a store error; in all these cases
+// nothing changed (but for the store's fork record). An
 // error wrapping ErrOutcomeUnknown means the commit was sent but not
 // confirmed: the write may have committed (see BarrierStore.Guard).
 func (f *Fence) Admit(ctx context.Context, tok protocol.Token, resource string, write func(tx Tx) error) error {

@@ -21,8 +21,23 @@ const (
 	// request.
 	HeaderToken = pop.HeaderToken
 	// HeaderBarrier carries the resource's barrier in a 409 response to a
-	// stale token.
+	// stale token or a fork.
 	HeaderBarrier = "Palisade-Barrier"
+	// HeaderConflict says why a 409 response refused the token:
+	// ConflictStale or ConflictFork.
+	HeaderConflict = "Palisade-Conflict"
+	// ConflictStale is HeaderConflict's value for a stale token
+	// (ErrStale): a newer holder has been admitted.
+	ConflictStale = "stale"
+	// ConflictFork is HeaderConflict's value for a fork (ErrFork):
+	// another holder's valid token was admitted at the same epoch.
+	ConflictFork = "fork"
+	// HeaderForkID names the fork (protocol.Fork.ID) in a 409 response
+	// with HeaderConflict set to ConflictFork. The proof itself is not
+	// sent: it holds the barrier holder's token, which the refused client
+	// could otherwise present in that holder's place. It is in the
+	// *ForkError, and in the store's fork records (ForkLister).
+	HeaderForkID = "Palisade-Fork-ID"
 	// HeaderOutcome is set to OutcomeUnknown in the 503 response to a
 	// request whose guarded write may or may not have committed
 	// (ErrOutcomeUnknown).
@@ -78,8 +93,14 @@ var errHandlerFailed = errors.New("verifier: handler answered with an error stat
 //   - answers 413 if the body is larger than MaxBodyBytes. The body is read
 //     into memory after the token is verified and before the transaction
 //     opens, so a slow client never holds the store's write lock;
-//   - answers 409 with the epoch and barrier in the body and the barrier in
-//     HeaderBarrier if the token is stale;
+//   - answers 409 with the epoch and barrier in the body, the barrier in
+//     HeaderBarrier and HeaderConflict set to ConflictStale if the token
+//     is stale;
+//   - answers 409 with HeaderConflict set to ConflictFork, the barrier in
+//     HeaderBarrier and the fork's ID in HeaderForkID if another holder's
+//     token was admitted at the token's epoch (ErrFork): the request's
+//     handler does not run, and the proof (which holds the other
+//     holder's token) is not sent; the store keeps it (ForkLister);
 //   - otherwise runs next inside BarrierStore.Guard, with the transaction
 //     and the token in the request context (TxFromContext,
 //     TokenFromContext), and records its response. A status of 400 or more
@@ -139,12 +160,17 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 			}
 			return nil
 		})
-		var stale *StaleError
+		var (
+			stale *StaleError
+			fork  *ForkError
+		)
 		switch {
 		case err == nil, errors.Is(err, errHandlerFailed):
 			rec.copyTo(w)
 		case errors.As(err, &stale):
 			staleResponse(w, stale)
+		case errors.As(err, &fork):
+			forkResponse(w, fork)
 		case errors.Is(err, ErrOutcomeUnknown):
 			w.Header().Set(HeaderOutcome, OutcomeUnknown)
 			http.Error(w, "outcome unknown: the write was sent to the store but its commit was not confirmed; it may or may not have been applied, so read before retrying", http.StatusServiceUnavailable)
@@ -162,7 +188,20 @@ func (f *Fence) Middleware(resourceOf func(*http.Request) string, next http.Hand
 // HeaderBarrier.
 func staleResponse(w http.ResponseWriter, stale *StaleError) {
 	w.Header().Set(HeaderBarrier, strconv.FormatUint(stale.Barrier, 10))
+	w.Header().Set(HeaderConflict, ConflictStale)
 	http.Error(w, fmt.Sprintf("stale token: epoch %d below barrier %d for resource %q", stale.Epoch, stale.Barrier, stale.Resource), http.StatusConflict)
+}
+
+// forkResponse answers 409 for a fork, naming it by its ID: the proof
+// holds the barrier holder's token, a bearer credential the refused
+// client must not get.
+func forkResponse(w http.ResponseWriter, fork *ForkError) {
+	id := fork.Fork.ID()
+	w.Header().Set(HeaderBarrier, strconv.FormatUint(fork.Fork.Epoch(), 10))
+	w.Header().Set(HeaderConflict, ConflictFork)
+	w.Header().Set(HeaderForkID, id)
+	http.Error(w, fmt.Sprintf("fork: another holder's token was admitted at epoch %d for resource %q; two valid tokens for one epoch mean more than f nodes misbehaved (fork %s)",
+		fork.Fork.Epoch(), fork.Fork.Resource(), id), http.StatusConflict)
 }
 
 func unauthorized(w http.ResponseWriter, msg string) {

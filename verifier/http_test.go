@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
 
@@ -113,6 +114,7 @@ func testMiddleware(t *testing.T, s verifier.BarrierStore) {
 		{"failed write left no data", "GET", []string{t5}, "", "", 200, "v5", 5},
 		{"body too large", "PUT", []string{t6}, strings.Repeat("x", 65), "", 413, "request body too large", 5},
 		{"write at 6", "PUT", []string{t6}, "v6", "", 201, "stored", 6},
+		{"another holder at 6", "PUT", []string{fx.Token(t, res, 6, "intruder").String()}, "v6-fork", "", 409, "fork: another holder's token was admitted at epoch 6", 6},
 		{"old holder fenced", "PUT", []string{t5}, "v5-late", "", 409, "epoch 5 below barrier 6", 6},
 		{"read at 6", "GET", []string{t6}, "", "", 200, "v6", 6},
 	}
@@ -130,6 +132,18 @@ func testMiddleware(t *testing.T, s verifier.BarrierStore) {
 			require.Equal(t, "Palisade", rec.Header().Get("WWW-Authenticate"), st.name)
 		case 409:
 			require.Equal(t, fmt.Sprint(st.barrier), rec.Header().Get(verifier.HeaderBarrier), st.name)
+			if !strings.HasPrefix(st.wantBody, "fork") {
+				require.Equal(t, verifier.ConflictStale, rec.Header().Get(verifier.HeaderConflict), st.name)
+				require.Empty(t, rec.Header().Get(verifier.HeaderForkID), st.name)
+				break
+			}
+			require.Equal(t, verifier.ConflictFork, rec.Header().Get(verifier.HeaderConflict), st.name)
+			fork, err := protocol.NewFork(fx.Token(t, res, 6, holder(6)), fx.Token(t, res, 6, "intruder"))
+			require.NoError(t, err)
+			require.Equal(t, fork.ID(), rec.Header().Get(verifier.HeaderForkID), st.name)
+			require.Contains(t, rec.Body.String(), fork.ID(), st.name)
+			require.NotContains(t, rec.Body.String()+fmt.Sprint(rec.Header()), tok(6)[len(tok(6))-40:],
+				"%s: the barrier holder's token must not reach the refused client", st.name)
 		case 200, 201:
 			require.NotEmpty(t, rec.Header().Get("X-Holder"), "%s: recorded headers must be copied", st.name)
 		}

@@ -2,27 +2,35 @@ package verifier
 
 import (
 	"context"
+	"slices"
 	"sync"
+
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // MemoryStore is a BarrierStore in memory, for tests only: its barriers do
 // not survive a restart, so it does not give S4. One mutex serialises every
 // call; a guarded write's changes are buffered and applied only if the write
-// returns nil.
+// returns nil. It keeps fork records (ForkLister) in memory too.
 type MemoryStore struct {
 	mu       sync.Mutex
 	closed   bool
-	barriers map[string]uint64
+	barriers map[string]barrierRecord
 	data     map[string]map[string][]byte
+	forks    map[string]map[uint64]protocol.Fork
 }
 
-var _ BarrierStore = (*MemoryStore)(nil)
+var (
+	_ BarrierStore = (*MemoryStore)(nil)
+	_ ForkLister   = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty in-memory store, for tests only.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
-		barriers: map[string]uint64{},
+		barriers: map[string]barrierRecord{},
 		data:     map[string]map[string][]byte{},
+		forks:    map[string]map[uint64]protocol.Fork{},
 	}
 }
 
@@ -37,7 +45,30 @@ func (m *MemoryStore) Barrier(ctx context.Context, resource string) (uint64, boo
 		return 0, false, ErrClosed
 	}
 	b, ok := m.barriers[resource]
-	return b, ok, nil
+	return b.epoch, ok, nil
+}
+
+// Forks implements ForkLister.
+func (m *MemoryStore) Forks(ctx context.Context, resource string) ([]protocol.Fork, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	kept := m.forks[resource]
+	epochs := make([]uint64, 0, len(kept))
+	for e := range kept {
+		epochs = append(epochs, e)
+	}
+	slices.Sort(epochs)
+	out := make([]protocol.Fork, 0, len(epochs))
+	for _, e := range epochs {
+		out = append(out, kept[e])
+	}
+	return out, nil
 }
 
 // Guard implements BarrierStore.
@@ -51,11 +82,17 @@ func (m *MemoryStore) Guard(ctx context.Context, adm Admission, write func(tx Tx
 	if m.closed {
 		return ErrClosed
 	}
-	// S4: admit only epoch >= barrier; raise the barrier below, together
-	// with the buffered writes, under the same mutex.
-	barrier, ok := m.barriers[resource]
-	if ok && epoch < barrier {
-		return &StaleError{Resource: resource, Epoch: epoch, Barrier: barrier}
+	// S4: admit only epoch >= barrier, and at the barrier only its
+	// holder; raise the barrier below, together with the buffered writes,
+	// under the same mutex.
+	rec, ok := m.barriers[resource]
+	v, err := judge(adm, rec, ok)
+	if fe, isFork := asFork(err); isFork {
+		fe.Kept = m.keepFork(resource, fe.Fork)
+		return fe
+	}
+	if err != nil {
+		return err
 	}
 	tx := &memTx{base: m.data[resource], pending: map[string][]byte{}}
 	if write != nil {
@@ -89,10 +126,26 @@ func (m *MemoryStore) Guard(ctx context.Context, adm Admission, write func(tx Tx
 			delete(m.data, resource)
 		}
 	}
-	if !ok || epoch > barrier {
-		m.barriers[resource] = epoch
+	if v != keepRecord {
+		m.barriers[resource] = barrierRecord{epoch: epoch, token: adm.token}
 	}
 	return nil
+}
+
+// keepFork stores f as the fork record of its epoch unless one is kept
+// there already or the resource holds MaxForksPerResource, and reports
+// whether it did.
+func (m *MemoryStore) keepFork(resource string, f protocol.Fork) bool {
+	kept := m.forks[resource]
+	if _, dup := kept[f.Epoch()]; dup || len(kept) >= MaxForksPerResource {
+		return false
+	}
+	if kept == nil {
+		kept = map[uint64]protocol.Fork{}
+		m.forks[resource] = kept
+	}
+	kept[f.Epoch()] = f
+	return true
 }
 
 // Close implements BarrierStore.

@@ -84,6 +84,17 @@ func TestSQLStorePostgres(t *testing.T) {
 		testSQLUpdate(t, s.SQLStore, "$1")
 	})
 
+	t.Run("OldSchema", func(t *testing.T) {
+		schema := pg.newSchema(t)
+		cfg, err := pgx.ParseConfig(pg.dsn)
+		require.NoError(t, err)
+		cfg.RuntimeParams["search_path"] = schema
+		db := stdlib.OpenDB(*cfg)
+		defer db.Close()
+		testOldSQLSchema(t, db, sqlV1Schema("BYTEA", "BIGINT", ""), func(i int) string { return "$" + strconv.Itoa(i) },
+			func() ownedSQLStore { return pg.open(t, schema) })
+	})
+
 	t.Run("ConcurrentMigrations", func(t *testing.T) {
 		schema := pg.newSchema(t)
 		var wg sync.WaitGroup

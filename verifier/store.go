@@ -43,7 +43,19 @@ type BarrierStore interface {
 	// barrier(adm.Resource()) (any epoch is admitted for a resource without
 	// a barrier), and raises the barrier to the epoch if it is higher, committing the barrier and
 	// write's changes together or neither. If the epoch is below the barrier it returns a
-	// *StaleError (errors.Is ErrStale) without running write. If write
+	// *StaleError (errors.Is ErrStale) without running write.
+	//
+	// The store keeps adm.Token() with the barrier it sets. At an epoch
+	// equal to the barrier it admits only the holder whose token it keeps
+	// (a holder writes many times with one token); another holder's token
+	// there is a fork, refused with a *ForkError (errors.Is ErrFork) that
+	// holds both tokens as the proof, without running write. Stores that
+	// implement ForkLister keep that proof, the first per (resource,
+	// epoch), committing it although the write does not run. A barrier
+	// with no holder known (written before stores kept holders) admits
+	// the next token at its epoch and keeps that token.
+	//
+	// If write
 	// returns an error or panics, nothing changes and Guard returns an error
 	// wrapping write's error (a panic propagates). A nil write only admits
 	// the epoch. write runs at most once. Guard fails without running write

@@ -11,7 +11,7 @@ import (
 )
 
 // Errors callers can branch on. Every error this package returns for a
-// refused token wraps exactly one of the first five or, in proof mode, of
+// refused token wraps exactly one of the first six or, in proof mode, of
 // pop.ErrNoProof, pop.ErrBadProof, pop.ErrExpired, pop.ErrReplayed and
 // pop.ErrTooManyProofs.
 var (
@@ -34,6 +34,12 @@ var (
 	// newer holder has already been admitted. The concrete error is a
 	// *StaleError.
 	ErrStale = errors.New("verifier: stale token")
+	// ErrFork reports a token at the resource's barrier epoch whose holder
+	// is not the holder admitted at that epoch: two valid tokens for one
+	// (resource, epoch), which S1 rules out while at most f nodes
+	// misbehave. The write does not run. The concrete error is a
+	// *ForkError, which holds the proof (a protocol.Fork).
+	ErrFork = errors.New("verifier: fork: another holder's token at the barrier epoch")
 	// ErrClosed reports use of a barrier store after Close.
 	ErrClosed = errors.New("verifier: barrier store closed")
 	// ErrOutcomeUnknown reports a guarded write whose commit was sent to

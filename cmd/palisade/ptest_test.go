@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/palisade-dev/palisade/crypto"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -51,6 +52,13 @@ import (
 //	ptest oldstore DIR
 //	    writes DIR/votes.db as the bn256 release left it: one record and
 //	    no format
+//	ptest fork DIR RESOURCE EPOCH PREFIX
+//	    signs, with the shares of keygen's DIR/node2..node4 (t nodes that
+//	    vote twice), two tokens for RESOURCE at EPOCH, held by "alice" and
+//	    "bob", and writes PREFIX-alice.tok and PREFIX-bob.tok (text
+//	    forms), their fork as PREFIX.txt (text form) and PREFIX.bin
+//	    (binary form), and PREFIX-forged.txt: a fork whose second token
+//	    carries the first one's signature (it decodes, never verifies)
 func ptestMain() {
 	if err := ptest(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "ptest: %v\n", err)
@@ -105,6 +113,8 @@ func ptest(args []string) error {
 		return ptestOldShare(args[0])
 	case sub == "oldstore" && len(args) == 1:
 		return ptestOldStore(args[0])
+	case sub == "fork" && len(args) == 4:
+		return ptestFork(args[0], args[1], args[2], args[3])
 	}
 	return fmt.Errorf("bad arguments: %q", args)
 }
@@ -235,4 +245,77 @@ func ptestClient(file, name, id string, patterns []string) error {
 		cf.Clients = append(cf.Clients, entry)
 	}
 	return cf.Save(file)
+}
+
+// ptestFork makes two tokens at one (resource, epoch) for two holders, as
+// t colluding or forgetful nodes can, and writes them and their fork.
+func ptestFork(dir, resource, epochText, prefix string) error {
+	epoch, err := strconv.ParseUint(epochText, 10, 64)
+	if err != nil {
+		return err
+	}
+	c, err := protocol.LoadCluster(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return err
+	}
+	var shares []*crypto.Share
+	for i := c.File.N - c.File.T + 1; i <= c.File.N; i++ {
+		share, err := node.ReadShareFile(filepath.Join(dir, fmt.Sprintf("node%d", i), node.ShareFileName))
+		if err != nil {
+			return err
+		}
+		shares = append(shares, share)
+	}
+	issue := func(holder string, session byte) (protocol.Token, error) {
+		st := c.Statement(resource, epoch, protocol.Holder{ID: holder, Session: protocol.SessionID{session}})
+		msg := st.SignedBytes()
+		var parts []crypto.PartialSig
+		for _, s := range shares {
+			p, err := s.Sign(msg)
+			if err != nil {
+				return protocol.Token{}, err
+			}
+			parts = append(parts, p)
+		}
+		sig, _, err := c.Key.Combine(msg, parts)
+		if err != nil {
+			return protocol.Token{}, err
+		}
+		return protocol.Token{Statement: st, Signature: sig}, nil
+	}
+	alice, err := issue("alice", 1)
+	if err != nil {
+		return err
+	}
+	bob, err := issue("bob", 2)
+	if err != nil {
+		return err
+	}
+	fork, err := protocol.NewFork(alice, bob)
+	if err != nil {
+		return err
+	}
+	bin, err := fork.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	forged := bob
+	forged.Signature = alice.Signature
+	forgedFork, err := protocol.NewFork(alice, forged)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		prefix + "-alice.tok":  []byte(alice.String() + "\n"),
+		prefix + "-bob.tok":    []byte(bob.String() + "\n"),
+		prefix + ".txt":        []byte(fork.String() + "\n"),
+		prefix + ".bin":        bin,
+		prefix + "-forged.txt": []byte(forgedFork.String() + "\n"),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -10,12 +10,21 @@
 //		}, barriertest.Options{Durable: true})
 //	}
 //
-// The suite knows nothing about tokens: it drives BarrierStore.Guard with
-// plain epochs. It checks that
+// Most cases drive BarrierStore.Guard with plain epochs, without signing
+// a token for each (their Admissions name no holder); the fork cases
+// present real tokens of a dealt cluster (verifiertest). It checks that
 //
 //   - a stale epoch is refused with a *verifier.StaleError, without running
 //     the write;
 //   - an equal epoch is admitted and leaves the barrier;
+//   - at the barrier epoch, the holder whose token set it is admitted
+//     again and again, and another holder (another session of the same
+//     identity too) is refused with a *verifier.ForkError whose proof
+//     verifies, without running the write; the first proof per epoch is
+//     kept (verifier.ForkLister, if the store lists them), at most
+//     verifier.MaxForksPerResource per resource; a fork below the
+//     barrier is just stale; a barrier with no holder known takes the
+//     holder of the next token at its epoch;
 //   - a higher epoch raises the barrier together with the write, across the
 //     whole uint64 range;
 //   - a failed or panicking write leaves barrier and data unchanged;
@@ -29,7 +38,8 @@
 //   - writers cancelled at random moments (short deadlines) never leave a
 //     trace: a Guard that returns an error changed neither data nor barrier,
 //     unless the error is verifier.ErrOutcomeUnknown;
-//   - barriers and data survive closing and reopening (durable stores).
+//   - barriers, data, the barrier's holder and the fork records survive
+//     closing and reopening (durable stores).
 package barriertest
 
 import (
@@ -91,6 +101,14 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"RefusesEmptyResourceAndDoneContext", false, testArgs},
 		{"CancelledWritesLeaveNoTrace", false, testCancelled},
 		{"BarrierSurvivesReopen", true, testDurable},
+		{"ForkSameHolderReadmitted", false, testForkSameHolder},
+		{"ForkOtherHolderRefusedWithProof", false, testForkRefused},
+		{"ForkOtherSessionOfSameIdentity", false, testForkSession},
+		{"ForkBelowBarrierIsStale", false, testForkStale},
+		{"ForkBarrierWithoutHolderTakesTheFirst", false, testForkUnknownHolder},
+		{"ForkRecordsBounded", false, testForkBound},
+		{"ForkNeedsOneCluster", false, testForkOtherCluster},
+		{"ForkSurvivesReopen", true, testForkDurable},
 		{"UseAfterClose", false, testClosed},
 	}
 	for _, c := range cases {

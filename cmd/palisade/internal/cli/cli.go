@@ -1,5 +1,5 @@
 // Package cli is the palisade command line: keygen, node, testnet,
-// acquire, lock, release, verify, demo, identity, dkg, reshare, resource,
+// acquire, lock, release, verify, fork, demo, identity, dkg, reshare, resource,
 // agent, status, audit, clients, probe, version, completion and help.
 // cmd/palisade only calls Main.
 //
@@ -222,6 +222,7 @@ var commands = map[string]command{
 	"demo":     {demoUsage, runDemo, func(fs *flag.FlagSet, c *Config) { fs.Uint64Var(&c.Seed, "seed", c.Seed, "") }},
 	"bench":    {benchUsage, runBench, benchFlags},
 	"evidence": {evidenceUsage, runEvidence, func(fs *flag.FlagSet, c *Config) { dirFlag(fs, c) }},
+	"fork":     {forkUsage, runFork, forkFlags},
 	"resource": {resourceUsage, runResource, resourceFlags},
 	"identity": {identityUsage, runIdentity, identityFlags},
 	"dkg":      {dkgUsage, runDKG, ceremonyFlags},

@@ -32,6 +32,10 @@ const (
 	// holder), or the token names another holder (client.ErrRefused,
 	// client.ErrNotHolder).
 	ExitRefused = 5
+	// ExitBadProof: "palisade fork" was given a file that does not prove
+	// a fork of the cluster (malformed, not two tokens that fork, another
+	// cluster's, or a signature that does not verify).
+	ExitBadProof = 6
 )
 
 // exitCodes documents the statuses in "palisade help" and the README.
@@ -44,6 +48,7 @@ const exitCodes = `Exit status:
     5  refused or unauthorised: identity not a client (of the nodes, whatever
        --cluster says), resource outside its patterns, nodes refused, token
        of another holder
+    6  palisade fork: the file does not prove a fork of the cluster
 palisade lock exits with COMMAND's status when it ran to its end.
 `
 

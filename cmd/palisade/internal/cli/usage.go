@@ -22,6 +22,7 @@ Usage:
     palisade demo    [--seed N]
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
+    palisade fork    --cluster FILE [--cluster-id ID] FILE
     palisade resource --cluster FILE [--cluster-id ID] --data DIR [--listen ADDR] [--admin ADDR]
     palisade status  --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [RESOURCE]
     palisade audit   --dir DIR/nodeI | --admin ADDR (--dir DIR/nodeI | --secret-file FILE)
@@ -198,6 +199,41 @@ Example:
     pt3.A[...]
 `
 
+const forkUsage = `Usage:
+    palisade fork --cluster FILE [--cluster-id ID] FILE
+
+Checks a fork proof offline against the cluster's group public key and
+prints it. A fork is two valid tokens of one cluster for the same resource
+and epoch with different holders (another session of the same identity
+counts): at most f misbehaving nodes cannot make one, so it proves that
+more than f nodes signed twice at that epoch, or were restored from old
+copies of their vote stores. A fenced resource refuses the second holder
+and keeps the proof ("palisade resource" logs it, as "fork", at error
+level). FILE holds its text form ("pf3." and base64) or the binary form a
+store's fork record holds; "-" reads stdin.
+
+If FILE proves a fork of the cluster, fork prints "fork resource=R
+epoch=E cluster=C id=ID", one line per token ("holder=H session=S
+token=T") and the verdict, and exits 0. Otherwise it says why (not a fork
+proof, tokens that do not fork, another cluster's, a signature that does
+not verify) and exits 6. Other failures (FILE missing) exit 1.
+
+The proof holds both holders' tokens: keep it where you keep tokens.
+
+Flags (environment variable in brackets):
+    --cluster FILE   the cluster file [PALISADE_CLUSTER]
+    --cluster-id ID  refuse a cluster file with another ID (64 hex) [PALISADE_CLUSTER_ID]
+
+Example:
+    $ palisade fork --cluster /tmp/palisade/cluster.json fork.txt
+    fork resource=orders-db epoch=7 cluster=[...] id=[...]
+    holder=12D3KooW[...] session=[...] token=pt3.[...]
+    holder=12D3KooW[...] session=[...] token=pt3.[...]
+    valid: both tokens verify under the group key of "palisade-testnet": [...]
+    $ echo $?
+    0
+`
+
 const verifyUsage = `Usage:
     palisade verify --cluster FILE [--cluster-id ID] [--json] TOKEN
 
@@ -327,7 +363,11 @@ DIR/resource.db (bbolt, fsynced on every commit), so a restart keeps them.
 
 Every request carries the token in the Palisade-Token header: 401 without
 a valid token for KEY, 409 if its epoch is below the barrier (which
-Palisade-Barrier reports), 413 if the body is too large. PUT and DELETE
+Palisade-Barrier reports, with "Palisade-Conflict: stale"), 409 with
+"Palisade-Conflict: fork" and Palisade-Fork-ID if another holder's valid
+token was admitted at its epoch (a fork: more than f nodes misbehaved; the
+proof is kept in DIR/resource.db and logged at error level, and "palisade
+fork" checks it), 413 if the body is too large. PUT and DELETE
 honour If-Match: "VERSION" (a holder with a fresh token but stale data is
 refused with 412) and PUT honours If-None-Match: *. A refused request
 changes neither the value nor the barrier. SIGINT or SIGTERM stops the
@@ -340,8 +380,9 @@ With --admin it serves HTTP on ADDR, apart from the fenced API and as
 "palisade node --admin" does: /healthz (200 while the store answers a
 read, else 503) and /metrics (Prometheus:
 palisade_resource_admitted_total by method,
-palisade_resource_refused_total by cause (stale, invalid_signature,
+palisade_resource_refused_total by cause (stale, fork, invalid_signature,
 wrong_cluster, missing_token, precondition, outcome_unknown, ...),
+palisade_resource_forks_total, the forks refused whose proof was kept,
 palisade_resource_barrier_epoch_max, the highest barrier raised or met
 since it started, palisade_resource_store_seconds, the duration of each
 guarded transaction with its fsync, and palisade_config_reloads_total by

@@ -15,8 +15,8 @@ const maxLoggedReason = 200
 // logged wraps the fenced handler so each request is counted in m (if
 // not nil) and logged at info once answered: "admit" with the status for a request the fence let through
 // (the handler's own 404 or 412 included), "refuse" with the status and the
-// reason for one it turned away (401 without a valid token, 409 stale,
-// 413) or that failed. Each line has the resource, the method and the
+// reason for one it turned away (401 without a valid token, 409 stale or
+// fork, with the conflict and, for a fork, its ID; 413) or that failed. Each line has the resource, the method and the
 // token's epoch and holder as the request claims them (parsed, not
 // verified: a refused token may be forged).
 func logged(m *Metrics, next http.HandlerFunc) http.HandlerFunc {
@@ -36,6 +36,12 @@ func logged(m *Metrics, next http.HandlerFunc) http.HandlerFunc {
 		}
 		if b := rec.Header().Get(verifier.HeaderBarrier); b != "" {
 			kv = append(kv, "barrier", b)
+		}
+		if c := rec.Header().Get(verifier.HeaderConflict); c != "" {
+			kv = append(kv, "conflict", c)
+		}
+		if id := rec.Header().Get(verifier.HeaderForkID); id != "" {
+			kv = append(kv, "fork_id", id)
 		}
 		log.Infow("refuse", append(kv, "reason", rec.reason())...)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/palisade-dev/palisade/internal/version"
+	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 	"github.com/palisade-dev/palisade/verifier/pop"
 )
@@ -28,6 +29,13 @@ const (
 	// constants): nothing they asked changed the value or the barrier,
 	// except outcome_unknown, whose write may have committed.
 	MetricRefused = "palisade_resource_refused_total"
+	// MetricForks counts the forks this resource refused and kept the
+	// proof of: one per (key, epoch) at which another holder's valid token
+	// came after the barrier's (verifier.ErrFork), at most
+	// verifier.MaxForksPerResource per key. Any increase means more than
+	// f nodes misbehaved; refused requests of forked tokens are
+	// MetricRefused's cause "fork".
+	MetricForks = "palisade_resource_forks_total"
 	// MetricBarrierMax is a gauge: the highest barrier this resource has
 	// raised or met since it started, over all keys.
 	MetricBarrierMax = "palisade_resource_barrier_epoch_max"
@@ -48,6 +56,7 @@ const (
 	CauseBadSignature   = "invalid_signature" // 401: the signature does not verify
 	CauseProof          = "proof"             // 401: proof of possession missing or wrong
 	CauseStale          = "stale"             // 409: epoch below the key's barrier
+	CauseFork           = "fork"              // 409: another holder's token was admitted at the epoch
 	CausePrecondition   = "precondition"      // 412: If-Match or If-None-Match failed
 	CauseTooLarge       = "too_large"         // 413: body above the limit
 	CauseBadRequest     = "bad_request"       // 400: bad key or header
@@ -64,6 +73,7 @@ type Metrics struct {
 	reg          *prometheus.Registry
 	admitted     *prometheus.CounterVec // by method
 	refused      *prometheus.CounterVec // by cause
+	forks        prometheus.Counter
 	storeSeconds prometheus.Histogram
 	barrier      atomic.Uint64
 }
@@ -73,7 +83,8 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg:      prometheus.NewRegistry(),
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAdmitted, Help: "Requests the fence admitted and the store answered, by method (2xx, or 404 for a key without a value)."}, []string{"method"}),
-		refused:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefused, Help: "Requests refused, by cause (missing_token, malformed_token, wrong_cluster, wrong_resource, invalid_signature, proof, stale, precondition, too_large, bad_request, outcome_unknown, unavailable, store_error, other)."}, []string{"cause"}),
+		refused:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefused, Help: "Requests refused, by cause (missing_token, malformed_token, wrong_cluster, wrong_resource, invalid_signature, proof, stale, fork, precondition, too_large, bad_request, outcome_unknown, unavailable, store_error, other)."}, []string{"cause"}),
+		forks:    prometheus.NewCounter(prometheus.CounterOpts{Name: MetricForks, Help: "Forks refused whose proof the store kept: another holder's valid token at a key's barrier epoch, one per (key, epoch). Any increase means more than f nodes misbehaved."}),
 		storeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricStoreSeconds,
 			Help:    "Duration of one guarded transaction of the barrier store: barrier check, write, commit and fsync.",
@@ -81,7 +92,7 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	m.reg.MustRegister(
-		m.admitted, m.refused, m.storeSeconds,
+		m.admitted, m.refused, m.forks, m.storeSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricBarrierMax, Help: "Highest barrier (token epoch) this resource raised or met since it started, over all keys; 0 before the first request reached the store."},
 			func() float64 { return float64(m.barrier.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricBuildInfo, Help: "Always 1; the version label is the binary's.", ConstLabels: prometheus.Labels{"version": version.String()}},
@@ -93,7 +104,7 @@ func NewMetrics() *Metrics {
 	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
 		m.admitted.WithLabelValues(method)
 	}
-	for _, c := range []string{CauseStale, CauseBadSignature, CauseWrongCluster, CauseOutcomeUnknown, CauseStore} {
+	for _, c := range []string{CauseStale, CauseFork, CauseBadSignature, CauseWrongCluster, CauseOutcomeUnknown, CauseStore} {
 		m.refused.WithLabelValues(c)
 	}
 	return m
@@ -102,8 +113,11 @@ func NewMetrics() *Metrics {
 // Registry returns the registry AdminHandler serves at /metrics.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Store wraps s so each guarded transaction is timed (MetricStoreSeconds)
-// and the barriers it meets raise MetricBarrierMax.
+// Store wraps s so each guarded transaction is timed (MetricStoreSeconds),
+// the barriers it meets raise MetricBarrierMax, and every fork it refuses
+// is logged at error level (with the proof the first time, when the store
+// kept it) and, when kept, counted in MetricForks. The wrapper is a
+// verifier.ForkLister (failing if s is not one).
 func (m *Metrics) Store(s verifier.BarrierStore) verifier.BarrierStore {
 	return meteredStore{BarrierStore: s, m: m}
 }
@@ -147,6 +161,9 @@ func refusalCause(status int, header http.Header, reason string) string {
 		}
 		return CauseBadSignature
 	case http.StatusConflict:
+		if header.Get(verifier.HeaderConflict) == verifier.ConflictFork {
+			return CauseFork
+		}
 		return CauseStale
 	case http.StatusPreconditionFailed:
 		return CausePrecondition
@@ -177,14 +194,48 @@ func (s meteredStore) Guard(ctx context.Context, adm verifier.Admission, write f
 	start := time.Now()
 	err := s.BarrierStore.Guard(ctx, adm, write)
 	s.m.storeSeconds.Observe(time.Since(start).Seconds())
-	var stale *verifier.StaleError
+	var (
+		stale *verifier.StaleError
+		fork  *verifier.ForkError
+	)
 	switch {
 	case err == nil:
 		s.m.seen(adm.Epoch())
 	case errors.As(err, &stale):
 		s.m.seen(stale.Barrier)
+	case errors.As(err, &fork):
+		s.m.seen(fork.Fork.Epoch())
+		logFork(fork)
+		if fork.Kept {
+			s.m.forks.Inc()
+		}
 	}
 	return err
+}
+
+// logFork logs a refused fork at error level. The first refusal at a
+// (key, epoch), whose proof the store kept, logs the proof itself
+// (protocol.Fork's text form) for the operators; later ones name it by
+// its ID.
+func logFork(fork *verifier.ForkError) {
+	kv := []any{"resource", fork.Fork.Resource(), "epoch", fork.Fork.Epoch(),
+		"barrier_holder", fork.Barrier.String(), "refused_holder", fork.Refused.String(), "fork_id", fork.Fork.ID()}
+	if fork.Kept {
+		kv = append(kv, "fork", fork.Fork.String())
+	}
+	log.Errorw("fork: two valid tokens for one epoch, more than f nodes misbehaved; the second holder is refused", kv...)
+}
+
+// errNoForkRecords is the answer of a store that keeps no fork records.
+var errNoForkRecords = errors.New("resource: the barrier store keeps no fork records")
+
+// Forks implements verifier.ForkLister if the wrapped store does.
+func (s meteredStore) Forks(ctx context.Context, resource string) ([]protocol.Fork, error) {
+	fl, ok := s.BarrierStore.(verifier.ForkLister)
+	if !ok {
+		return nil, errNoForkRecords
+	}
+	return fl.Forks(ctx, resource)
 }
 
 // Barrier implements verifier.BarrierStore and notes the barrier read.
@@ -216,7 +267,8 @@ const healthKey = "palisade healthz"
 //	GET /healthz  200 "ok: store answers" while the barrier store answers a read
 //	              within HealthTimeout, else 503 with the store's error
 //
-// It serves nothing that changes the resource and nothing secret.
+// It serves nothing that changes the resource and nothing secret (no
+// fork proofs: they hold tokens, which are bearer credentials).
 func AdminHandler(m *Metrics, store verifier.BarrierStore) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))

@@ -1,16 +1,19 @@
 package resource_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/cmd/palisade/internal/resource"
 	"github.com/palisade-dev/palisade/internal/metricstest"
+	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
 
@@ -114,4 +117,79 @@ func TestBarrierMaxAfterRestart(t *testing.T) {
 	resp, _ = kv{t: t, url: srv.URL}.do("PUT", "orders-db", c.token(t, "orders-db", 3), "stale")
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
 	require.Equal(t, 40.0, metricValue(t, m.Registry(), resource.MetricBarrierMax))
+}
+
+// TestFork: a second holder's token at the barrier epoch is refused with
+// the fork code, its write never lands, the store keeps the proof, the
+// log carries it once, and the metrics count the fork and its refusals.
+func TestFork(t *testing.T) {
+	logs := captureLogs(t, "palisade/resource")
+	c := newCluster(11, "fork")
+	store, err := verifier.OpenBoltStore(filepath.Join(t.TempDir(), "resource.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	m := resource.NewMetrics()
+	metered := m.Store(store)
+	srv := httptest.NewServer(resource.New(verifier.NewFence(verifier.New(c.c), metered), resource.WithMetrics(m)).Handler())
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		srv.Close()
+	})
+	k := kv{t: t, url: srv.URL}
+	alice, bob := c.d.Token(t, "orders-db", 5, "alice"), c.d.Token(t, "orders-db", 5, "bob")
+	fork, err := protocol.NewFork(alice, bob)
+	require.NoError(t, err)
+
+	resp, body := k.do(http.MethodPut, "orders-db", alice.String(), "alice")
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, body)
+	for range 2 {
+		resp, body = k.do(http.MethodPut, "orders-db", bob.String(), "bob")
+		require.Equal(t, http.StatusConflict, resp.StatusCode, body)
+		require.Equal(t, verifier.ConflictFork, resp.Header.Get(verifier.HeaderConflict))
+		require.Equal(t, fork.ID(), resp.Header.Get(verifier.HeaderForkID))
+		require.Equal(t, "5", resp.Header.Get(verifier.HeaderBarrier))
+		require.Contains(t, body, "fork")
+		require.NotContains(t, body, alice.String()[len(alice.String())-40:], "alice's token must not reach bob")
+	}
+	resp, body = k.do(http.MethodGet, "orders-db", alice.String(), "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "alice", body, "bob's write never landed")
+
+	// The stale 409 keeps its own code.
+	resp, _ = k.do(http.MethodPut, "orders-db", c.d.Token(t, "orders-db", 4, "carol").String(), "late")
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Equal(t, verifier.ConflictStale, resp.Header.Get(verifier.HeaderConflict))
+
+	reg := m.Registry()
+	require.Equal(t, 2.0, metricValue(t, reg, resource.MetricRefused, "cause", resource.CauseFork))
+	require.Equal(t, 1.0, metricValue(t, reg, resource.MetricRefused, "cause", resource.CauseStale))
+	require.Equal(t, 1.0, metricValue(t, reg, resource.MetricForks))
+
+	kept, err := metered.(verifier.ForkLister).Forks(context.Background(), "orders-db")
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	require.NoError(t, protocol.VerifyFork(c.c, kept[0]))
+	require.True(t, kept[0].Equal(fork))
+
+	var lines []map[string]any
+	require.Eventually(t, func() bool {
+		lines = logs.find("fork: two valid tokens for one epoch, more than f nodes misbehaved; the second holder is refused")
+		return len(lines) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, fork.String(), lines[0]["fork"], "the first refusal logs the proof")
+	require.NotContains(t, lines[1], "fork", "later ones name it by ID")
+	for _, l := range lines {
+		require.Equal(t, "error", l["level"])
+		require.Equal(t, fork.ID(), l["fork_id"])
+		require.Equal(t, bob.Holder.String(), l["refused_holder"])
+		require.Equal(t, alice.Holder.String(), l["barrier_holder"])
+	}
+	require.Eventually(t, func() bool {
+		for _, l := range logs.find("refuse") {
+			if l["conflict"] == "fork" && l["fork_id"] == fork.ID() {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
 }

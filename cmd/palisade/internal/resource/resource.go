@@ -12,8 +12,13 @@
 //
 // Every request carries its token in the Palisade-Token header and goes
 // through verifier.Fence.Middleware: 401 without a valid token for the key,
-// 409 (with the barrier in Palisade-Barrier) if its epoch is below the
-// key's barrier, 413 if the body is larger than the limit. A request with a
+// 409 (with the barrier in Palisade-Barrier and "Palisade-Conflict: stale")
+// if its epoch is below the key's barrier, 409 with "Palisade-Conflict:
+// fork" and the fork's ID in Palisade-Fork-ID if another holder's token
+// was admitted at its epoch (a fork: more than f nodes misbehaved; the
+// proof is kept in the store, logged at error level and counted in
+// palisade_resource_forks_total), 413 if the body is larger than the
+// limit. A request with a
 // higher epoch raises the barrier in the same bbolt transaction as its
 // write. Values are versioned (verifier.PutIfVersion): PUT and DELETE honour
 // If-Match: "VERSION" (or *), and PUT honours If-None-Match: * (create
