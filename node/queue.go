@@ -355,6 +355,24 @@ func (q *queue) head() (waiter, bool) {
 	return best, true
 }
 
+// nextInLine reports whether h is first in line after skip, the holder of the
+// live lease or vote (still queued until its lease is committed): the
+// waiter the resource will be reserved for when it is free again, unless
+// the line changes first.
+func (q *queue) nextInLine(h, skip protocol.Holder) bool {
+	var best *waiter
+	for i := range q.waiters {
+		w := &q.waiters[i]
+		if w.holder == skip {
+			continue
+		}
+		if best == nil || q.before(*w, *best) {
+			best = w
+		}
+	}
+	return best != nil && best.holder == h
+}
+
 // reservation says whom a free resource is held for at now, and for how
 // much longer: the first waiter, for reserveFor from when it became first
 // on a free resource. A first waiter that let its reservation run out, or
