@@ -32,6 +32,19 @@ import (
 // to polling by rounds.
 var errNoTurn = errors.New("client: too few nodes answer the wait")
 
+// errWaitSplit: members voted for us in their Wait answers but too few
+// others said free within waitVoteGrace: they hold the resource for other
+// waiters (the members do not agree on who is first). Our votes are
+// withdrawn, so they do not hold those members for the vote timeout, and
+// Acquire goes on by rounds.
+var errWaitSplit = errors.New("client: members disagree on whose turn it is")
+
+// waitVoteGrace is how long a wait that holds a member's vote waits for
+// the other members' Free answers. The members that reserve a released
+// resource for us answer within a round trip of each other; a vote held
+// longer only keeps the resource from the waiter those others serve.
+const waitVoteGrace = 100 * time.Millisecond
+
 // waitTurn blocks until t members say the resource is free for p's
 // session, or ctx ends. If the votes in their answers make a token, it
 // commits it and returns the Lock; otherwise (nil, nil) and p's floor is
@@ -78,10 +91,13 @@ func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*
 	}
 	if len(free) < c.t {
 		req.Claim = claimOf(places, c.f+1)
-	}
-	req.MaxWait = c.cfg.RequestTimeout * 4 / 5
-	if err := c.pollTurn(wctx, p, req, ttl, free, asks); err != nil {
-		return nil, err
+		req.MaxWait = c.cfg.RequestTimeout * 4 / 5
+		if err := c.pollTurn(wctx, p, req, ttl, free, asks); err != nil {
+			if errors.Is(err, errWaitSplit) {
+				c.withdrawWaitVotes(p, free, 0)
+			}
+			return nil, err
+		}
 	}
 	return c.waitVotes(ctx, ttl, p, free)
 }
@@ -230,13 +246,19 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 		}
 	}
 	failed := 0
+	var split <-chan time.Time // set once we hold a member's vote
 	for k := 0; len(free) < c.t; k++ {
 		if k == polling {
 			return errNoTurn
 		}
+		if split == nil && holdsVote(free) {
+			split = c.cfg.Clock.After(waitVoteGrace)
+		}
 		var tn turn
 		select {
 		case tn = <-turns:
+		case <-split:
+			return errWaitSplit
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -267,19 +289,12 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 	}
 	epoch := p.floor
 	var at []int
-	others := map[uint64][]int{} // epoch -> members whose votes we withdraw
 	for idx, wr := range free {
-		switch {
-		case wr.Vote == nil:
-		case wr.Vote.Epoch == epoch:
+		if wr.Vote != nil && wr.Vote.Epoch == epoch {
 			at = append(at, idx)
-		default:
-			others[wr.Vote.Epoch] = append(others[wr.Vote.Epoch], idx)
 		}
 	}
-	for e, voters := range others {
-		c.abandon(c.cfg.Cluster.Statement(p.resource, e, p.holder), p.key, voters)
-	}
+	c.withdrawWaitVotes(p, free, epoch)
 	if len(at) < c.t {
 		return nil, nil
 	}
@@ -309,6 +324,30 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 		return nil, err
 	}
 	return lock, nil
+}
+
+// holdsVote reports whether a Free answer in free carries a vote.
+func holdsVote(free map[int]protocol.WaitReply) bool {
+	for _, wr := range free {
+		if wr.Vote != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// withdrawWaitVotes abandons the votes the Wait answers in free gave us at
+// any epoch but keep (0: all), as after a split round.
+func (c *Client) withdrawWaitVotes(p *planner, free map[int]protocol.WaitReply, keep uint64) {
+	byEpoch := map[uint64][]int{}
+	for idx, wr := range free {
+		if wr.Vote != nil && wr.Vote.Epoch != keep {
+			byEpoch[wr.Vote.Epoch] = append(byEpoch[wr.Vote.Epoch], idx)
+		}
+	}
+	for e, voters := range byEpoch {
+		c.abandon(c.cfg.Cluster.Statement(p.resource, e, p.holder), p.key, voters)
+	}
 }
 
 // waitFloor is the (f+1)-th highest epoch the members' Free answers say
