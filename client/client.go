@@ -472,8 +472,12 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 			// Push handoff: the nodes answer our long poll when it is
 			// our turn; only if they cannot (too few answer) do we poll
 			// by rounds.
-			werr := c.waitTurn(ctx, p)
+			lock, werr := c.waitTurn(ctx, ttl, p)
 			if werr == nil {
+				if lock != nil {
+					p.know(lock.Epoch())
+					return lock, nil
+				}
 				continue
 			}
 			if ctx.Err() != nil || c.ctx.Err() != nil {

@@ -153,6 +153,16 @@ func (p *planner) know(epoch uint64) {
 	}
 }
 
+// from raises the floor to epoch: the next round asks there, or above
+// (the epoch of the votes a wait brought, see Client.waitVotes). The
+// caller picked epoch as know would: above an epoch an honest node
+// reached, S5.
+func (p *planner) from(epoch uint64) {
+	if epoch > p.floor {
+		p.floor = epoch
+	}
+}
+
 // learned is the highest epoch the acquisition knows the resource
 // reached, 0 if none: the client's next acquisition starts above it.
 func (p *planner) learned() uint64 {

@@ -99,6 +99,23 @@ func (c *Client) newVoteRound(ch <-chan reply, stmt protocol.Statement, b *ballo
 	return &voteRound{c: c, ch: ch, stmt: stmt, b: b, received: received, replied: map[int]bool{}, silent: c.silentMembers(), start: c.cfg.Clock.Now()}
 }
 
+// only says that the round's replies are those of the members idx alone,
+// already in hand (the votes of Wait answers, see waitVotes): collect
+// waits for no other member, and takes none as silent.
+func (r *voteRound) only(idx []int) {
+	in := map[int]bool{}
+	for _, i := range idx {
+		in[i] = true
+	}
+	r.silent = nil
+	for _, m := range r.c.members {
+		if !in[m.index] {
+			r.got++
+			r.replied[m.index] = true
+		}
+	}
+}
+
 // collect reads acquire replies until t valid votes make a token, the
 // replies still out cannot make a quorum (and those in say why, or the
 // round's grace has passed), or ctx ends; it returns the token or nil.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/palisade-dev/palisade/protocol"
 )
@@ -13,16 +16,39 @@ import (
 // (or reserved for earlier waiters), Acquire does not poll: it long-polls
 // every member with Wait, and each member answers when the resource is
 // free for this acquisition's session (it is first in the member's queue)
-// or after a few seconds, when the client asks again. Once 2f+1 members
-// said free, the next round starts at once, above the (f+1)-th highest
-// epoch they reported (S5), without a status round.
+// or after a few seconds, when the client asks again.
+//
+// Each Wait also names the epoch the client would ask for next (and the
+// lease's TTL), and a member that answers Free to the waiter it reserves
+// the resource for votes at that epoch as it would for an Acquire, in
+// its answer (issue 20: the vote rides in the answer, which saves the
+// Acquire round trip). With t valid votes on one statement the client
+// combines, checks and commits as after an Acquire round; otherwise the
+// next round starts at once, above the (f+1)-th highest epoch the members
+// reported (S5), without a status round: at the very epoch of the votes
+// if the members allow it, whose voters then give the same vote again.
 
 // errNoTurn: too few members can answer a long poll; Acquire falls back
 // to polling by rounds.
 var errNoTurn = errors.New("client: too few nodes answer the wait")
 
+// errWaitSplit: members voted for us in their Wait answers but too few
+// others said free within waitVoteGrace: they hold the resource for other
+// waiters (the members do not agree on who is first). Our votes are
+// withdrawn, so they do not hold those members for the vote timeout, and
+// Acquire goes on by rounds.
+var errWaitSplit = errors.New("client: members disagree on whose turn it is")
+
+// waitVoteGrace is how long a wait that holds a member's vote waits for
+// the other members' Free answers. The members that reserve a released
+// resource for us answer within a round trip of each other; a vote held
+// longer only keeps the resource from the waiter those others serve.
+const waitVoteGrace = 100 * time.Millisecond
+
 // waitTurn blocks until t members say the resource is free for p's
-// session, or ctx ends. It seeds p's floor from their epochs.
+// session, or ctx ends. If the votes in their answers make a token, it
+// commits it and returns the Lock; otherwise (nil, nil) and p's floor is
+// where the next round starts.
 //
 // It first registers with every member (a Wait answered at once), which
 // queues the session and tells its place: the cohort, signed by the member
@@ -33,28 +59,35 @@ var errNoTurn = errors.New("client: too few nodes answer the wait")
 // the places verify, and one that queued it in an earlier cohort than
 // that (its request arrived there just before a handoff) moves it back,
 // so the members agree on who is first (see node's claimPlace). Such a
-// member's "free" is not the others': it is asked again, with the claim.
-// A member looks at one claim per queue entry only.
-func (c *Client) waitTurn(ctx context.Context, p *planner) error {
-	ctx, cancel := c.linked(ctx)
+// member's "free" is not the others': unless it came with a vote, it is
+// asked again, with the claim. A member looks at one claim per queue
+// entry only.
+func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*Lock, error) {
+	wctx, cancel := c.linked(ctx)
 	defer cancel()
+	asks := &waitAsks{f: c.f, floor: p.floor, era: p.era, known: map[int]uint64{}}
 	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Key: p.key}
-	free := map[int]uint64{} // member index -> its epoch
+	if req.Epoch = asks.ask(0); req.Epoch > 0 {
+		req.TTL = ttl
+	}
+	free := map[int]protocol.WaitReply{} // member index -> its Free answer
 	var places []protocol.SignedPlace
-	replies := c.fanOut(ctx, protocol.ProtoWait, req.Marshal())
+	replies := c.fanOut(wctx, protocol.ProtoWait, req.Marshal())
 	for range c.members {
 		var r reply
 		select {
 		case r = <-replies:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-wctx.Done():
+			return nil, wctx.Err()
 		}
 		wr, err := c.waitReply(p, r.b, r.err)
 		if err != nil {
 			continue // the long poll asks it again
 		}
+		wr = askedVote(wr, req.Epoch)
+		asks.report(r.m.index, wr)
 		if wr.Free {
-			free[r.m.index] = wr.LastEpoch
+			free[r.m.index] = wr
 		}
 		if pl := wr.Place; pl != nil && c.ownPlace(p, r.m.index, *pl) {
 			places = append(places, *pl)
@@ -64,16 +97,97 @@ func (c *Client) waitTurn(ctx context.Context, p *planner) error {
 	if claim != nil {
 		at := protocol.ClaimCohort(claim)
 		for _, pl := range places {
-			if pl.Cohort < at {
-				delete(free, pl.Member) // the odd one out: ask again, claiming
+			if wr, ok := free[pl.Member]; ok && pl.Cohort < at && wr.Vote == nil {
+				// The odd one out: ask again, claiming. (A vote is a
+				// vote, whatever the member's order: it stays.)
+				delete(free, pl.Member)
 			}
 		}
 	}
 	if len(free) < c.t {
 		req.Claim = claim
+		req.MaxWait = c.cfg.RequestTimeout * 4 / 5
+		if err := c.pollTurn(wctx, p, req, ttl, free, asks); err != nil {
+			if errors.Is(err, errWaitSplit) {
+				c.withdrawWaitVotes(p, free, 0)
+			}
+			return nil, err
+		}
 	}
-	req.MaxWait = c.cfg.RequestTimeout * 4 / 5
-	return c.pollTurn(ctx, p, req, free)
+	return c.waitVotes(ctx, ttl, p, free)
+}
+
+// waitAsks picks the epoch each member's Wait asks a vote at, from what
+// the members reported so far. It is shared by the long polls of one
+// waitTurn.
+type waitAsks struct {
+	f     int
+	floor uint64 // the planner's floor when the wait began
+	era   protocol.Era
+
+	mu sync.Mutex
+	// known is, per member, the highest epoch it reported it cannot vote
+	// at: its last epoch, or one below the epoch of the vote it gave us
+	// (it gives the same vote again there).
+	known map[int]uint64
+}
+
+// report records a member's answer.
+func (a *waitAsks) report(member int, wr protocol.WaitReply) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.known[member] = knownEpoch(wr)
+}
+
+// knownEpoch is the highest epoch a member's answer says it cannot vote
+// at for us: its last epoch, or one below its vote for us.
+func knownEpoch(wr protocol.WaitReply) uint64 {
+	if v := wr.Vote; v != nil {
+		return v.Epoch - 1 // a vote's epoch is never 0 (the decoder checks)
+	}
+	return wr.LastEpoch
+}
+
+// ask is the epoch to ask member at (0: none). S5: one above the (f+1)-th
+// highest epoch reported and at least the floor, so f liars cannot
+// inflate it; but never at or below the member's own report, or the
+// member would have to refuse it: an honest member is so asked at most
+// one above its own last epoch, and a liar's report raises only what it
+// is asked itself. An epoch of a later era is never asked.
+func (a *waitAsks) ask(member int) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.floor
+	if len(a.known) > a.f {
+		es := make([]uint64, 0, len(a.known))
+		for _, k := range a.known {
+			es = append(es, k)
+		}
+		sort.Slice(es, func(i, j int) bool { return es[i] > es[j] })
+		if es[a.f] < math.MaxUint64 {
+			e = max(e, es[a.f]+1)
+		}
+	}
+	if k, ok := a.known[member]; ok && k >= e {
+		if k == math.MaxUint64 {
+			return 0
+		}
+		e = k + 1
+	}
+	if a.era.Beyond(e) {
+		return 0
+	}
+	return e
+}
+
+// askedVote drops from a member's answer a vote at another epoch than
+// the one asked (asked 0: none was): no honest member sends one.
+func askedVote(wr protocol.WaitReply, asked uint64) protocol.WaitReply {
+	if wr.Vote != nil && wr.Vote.Epoch != asked {
+		log.Debugw("wait answer votes at an epoch not asked", "epoch", wr.Vote.Epoch, "asked", asked)
+		wr.Vote = nil
+	}
+	return wr
 }
 
 // ownPlace reports whether pl is member's place for p's session on p's
@@ -98,14 +212,14 @@ func claimOf(places []protocol.SignedPlace, need int) []protocol.SignedPlace {
 }
 
 // pollTurn long-polls the members not yet in free until t members said
-// free, or too few can.
-func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequest, free map[int]uint64) error {
+// free (their answers go into free), or too few can. Each poll asks the
+// member's vote at the epoch asks picks for it, with the lease's ttl.
+func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequest, ttl time.Duration, free map[int]protocol.WaitReply, asks *waitAsks) error {
 	type turn struct {
 		index int
-		epoch uint64
+		wr    protocol.WaitReply
 		err   error // the member cannot say
 	}
-	b := req.Marshal()
 	turns := make(chan turn, len(c.members))
 	polling := 0
 	for _, m := range c.members {
@@ -114,18 +228,28 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 		}
 		polling++
 		if !c.goFunc(func() {
+			r := req // this member's poll: its own epoch
 			for ctx.Err() == nil {
+				r.Epoch, r.TTL = asks.ask(m.index), 0
+				if r.Epoch > 0 {
+					r.TTL = ttl
+				}
 				start := c.cfg.Clock.Now()
-				rb, err := c.callFor(ctx, m, protocol.ProtoWait, b, req.MaxWait+c.cfg.RequestTimeout)
+				rb, err := c.callFor(ctx, m, protocol.ProtoWait, r.Marshal(), r.MaxWait+c.cfg.RequestTimeout)
 				wr, err := c.waitReply(p, rb, err)
+				if err == nil {
+					wr = askedVote(wr, r.Epoch)
+					asks.report(m.index, wr)
+				}
 				if err != nil || wr.Free {
-					turns <- turn{index: m.index, epoch: wr.LastEpoch, err: err}
+					turns <- turn{index: m.index, wr: wr, err: err}
 					return
 				}
 				// Not yet: the member held the poll until something
-				// changed or its wait ran out; ask again (not faster
-				// than MinBackoff: a member that does not hold the poll
-				// must not make us spin).
+				// changed, its wait ran out, or it moved past the epoch
+				// we asked (we are next in line there); ask again (not
+				// faster than MinBackoff: a member that does not hold the
+				// poll must not make us spin).
 				if c.cfg.Clock.Since(start) < c.cfg.MinBackoff && c.sleep(ctx, c.cfg.MinBackoff) != nil {
 					break
 				}
@@ -135,18 +259,20 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 			return ErrClosed
 		}
 	}
-	var epochs []uint64
-	for _, e := range free {
-		epochs = append(epochs, e)
-	}
 	failed := 0
-	for k := 0; len(epochs) < c.t; k++ {
+	var split <-chan time.Time // set once we hold a member's vote
+	for k := 0; len(free) < c.t; k++ {
 		if k == polling {
 			return errNoTurn
+		}
+		if split == nil && holdsVote(free) {
+			split = c.cfg.Clock.After(waitVoteGrace)
 		}
 		var tn turn
 		select {
 		case tn = <-turns:
+		case <-split:
+			return errWaitSplit
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -157,13 +283,96 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 			}
 			continue
 		}
-		epochs = append(epochs, tn.epoch)
+		free[tn.index] = tn.wr
 	}
-	// S5: at least one honest member is at or above the (f+1)-th highest
-	// epoch reported.
-	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
-	p.know(epochs[c.f])
 	return nil
+}
+
+// waitVotes ends a wait in which t members said free (free): it moves p's
+// floor above the (f+1)-th highest epoch they reported (S5: at least one
+// honest member is at or above it; a member that voted for us counts one
+// below its vote, which it gives again), and if t of them voted at that
+// epoch, makes a token of their votes, checks and commits it exactly as
+// an Acquire round does (voteRound, commitChecked) and returns the Lock.
+// Votes at any other epoch are withdrawn, as after a split round. Without
+// a token it returns (nil, nil): the next round asks at p's floor, where
+// the voters repeat their votes.
+func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, free map[int]protocol.WaitReply) (*Lock, error) {
+	if x := waitFloor(c.f, free); x < math.MaxUint64 {
+		p.from(x + 1)
+	}
+	epoch := p.floor
+	var at []int
+	for idx, wr := range free {
+		if wr.Vote != nil && wr.Vote.Epoch == epoch {
+			at = append(at, idx)
+		}
+	}
+	c.withdrawWaitVotes(p, free, epoch)
+	if len(at) < c.t {
+		return nil, nil
+	}
+	sort.Ints(at)
+	stmt := c.cfg.Cluster.Statement(p.resource, epoch, p.holder)
+	ch := make(chan reply, len(at))
+	for _, idx := range at {
+		v := free[idx].Vote
+		ch <- reply{m: c.members[idx-1], b: protocol.AcquireReply{Kind: protocol.KindVote, Partial: v.Partial, IdentitySig: v.IdentitySig}.Marshal()}
+	}
+	received := map[int]protocol.SignedVote{}
+	defer c.rememberVotes(p.resource, received)
+	r := c.newVoteRound(ch, stmt, &ballot{epoch: epoch, era: c.era}, received)
+	r.only(at)
+	tok := r.collect(ctx, false)
+	if tok == nil {
+		// Fewer than t valid votes: the Acquire round at this epoch gets
+		// the honest voters' votes again and asks the others.
+		log.Debugw("votes in the wait answers make no token", "resource", p.resource, "epoch", epoch, "voters", at)
+		return nil, nil
+	}
+	tok, lock, err := c.commitChecked(ctx, r, *tok, ttl, p)
+	if tok == nil || err != nil {
+		// No valid token after all, or its commit failed: the leases
+		// started for it are released; the next round starts above.
+		p.know(epoch)
+		return nil, err
+	}
+	return lock, nil
+}
+
+// holdsVote reports whether a Free answer in free carries a vote.
+func holdsVote(free map[int]protocol.WaitReply) bool {
+	for _, wr := range free {
+		if wr.Vote != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// withdrawWaitVotes abandons the votes the Wait answers in free gave us at
+// any epoch but keep (0: all), as after a split round.
+func (c *Client) withdrawWaitVotes(p *planner, free map[int]protocol.WaitReply, keep uint64) {
+	byEpoch := map[uint64][]int{}
+	for idx, wr := range free {
+		if wr.Vote != nil && wr.Vote.Epoch != keep {
+			byEpoch[wr.Vote.Epoch] = append(byEpoch[wr.Vote.Epoch], idx)
+		}
+	}
+	for e, voters := range byEpoch {
+		c.abandon(c.cfg.Cluster.Statement(p.resource, e, p.holder), p.key, voters)
+	}
+}
+
+// waitFloor is the (f+1)-th highest epoch the members' Free answers say
+// they cannot vote at for us (knownEpoch). free holds at least t answers.
+func waitFloor(f int, free map[int]protocol.WaitReply) uint64 {
+	es := make([]uint64, 0, len(free))
+	for _, wr := range free {
+		es = append(es, knownEpoch(wr))
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i] > es[j] })
+	return es[min(f, len(es)-1)]
 }
 
 // waitReply decodes a member's answer to Wait: a refusal, a malformed

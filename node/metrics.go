@@ -24,7 +24,11 @@ const (
 	MetricAuditEntries = "palisade_audit_entries_total"
 	MetricBusy         = "palisade_busy_total"
 	MetricQueued       = "palisade_queued_total"
-	MetricWaiters      = "palisade_waiters"
+	// MetricWaitVotes counts the votes this node gave in its answer to a
+	// waiter's long poll (the waiter the free resource was reserved for),
+	// instead of in an Acquire reply; MetricVotes counts them too.
+	MetricWaitVotes = "palisade_wait_votes_total"
+	MetricWaiters   = "palisade_waiters"
 	// MetricReservationsExpired counts reservations of a free resource
 	// for its first waiter that ran out unused (push handoff): the waiter
 	// neither acquired nor left in time. Each marks the waiter's identity
@@ -86,7 +90,7 @@ type metrics struct {
 
 	votes, commits, renewals, releases prometheus.Counter
 	audit                              *prometheus.CounterVec // by kind
-	busy, queued                       prometheus.Counter
+	busy, queued, waitVotes            prometheus.Counter
 	reservationsExpired                prometheus.Counter
 	refusals                           *prometheus.CounterVec // by request and code
 	commitSeconds, commitBatch         prometheus.Histogram
@@ -109,6 +113,7 @@ func (n *Node) newMetrics() *metrics {
 		releases:            prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReleases, Help: "Leases released by their holder."}),
 		audit:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuditEntries, Help: "Entries appended to the node's audit log, by kind (vote, commit, renew, release, abandon, expire, catch-up, seen-votes, revoke)."}, []string{"kind"}),
 		busy:                prometheus.NewCounter(prometheus.CounterOpts{Name: MetricBusy, Help: "Acquire requests answered Busy: another holder's lease or vote was live."}),
+		waitVotes:           prometheus.NewCounter(prometheus.CounterOpts{Name: MetricWaitVotes, Help: "Votes this node gave in its answer to a waiter's long poll (the waiter the free resource was reserved for) rather than to an Acquire; counted in " + MetricVotes + " too."}),
 		queued:              prometheus.NewCounter(prometheus.CounterOpts{Name: MetricQueued, Help: "Acquire requests answered Queued: the resource was free but held for an earlier waiter (push handoff)."}),
 		reservationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReservationsExpired, Help: "Reservations of a free resource for its first waiter that ran out unused (push handoff); each puts the waiter's identity behind the others of its cohort until the next lease is committed."}),
 		refusals:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRefusals, Help: "Requests refused, by request (acquire, commit, renew, release, abandon) and refusal code."}, []string{"request", "code"}),
@@ -138,7 +143,7 @@ func (n *Node) newMetrics() *metrics {
 	}
 	c := n.cfg.Cluster
 	reg.MustRegister(
-		m.votes, m.commits, m.renewals, m.releases, m.audit, m.busy, m.queued, m.reservationsExpired, m.refusals,
+		m.votes, m.commits, m.renewals, m.releases, m.audit, m.busy, m.queued, m.waitVotes, m.reservationsExpired, m.refusals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiters, Help: "Clients queued waiting for a resource (Wait long polls, push handoff)."},
 			func() float64 { return float64(n.waiterTotal.Load()) }),
 		m.commitSeconds, m.commitBatch, m.memberUp, m.memberRTT, m.reloads,

@@ -523,16 +523,27 @@ func (n *Node) applyIn(ctx context.Context, resource string, step func(sh *shard
 	if err != nil {
 		return Outcome{}, err
 	}
-	if o.Changed {
-		// S3: the vote is durable (fsynced) before it leaves: the reply is
-		// built only after Save returns.
-		if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
-			return Outcome{}, fmt.Errorf("save %q: %w", resource, err)
-		}
-		n.keepRecord(sh, o.Next)
-		n.changed(sh, o)
+	if err := n.persist(ctx, sh, o); err != nil {
+		return Outcome{}, err
 	}
 	return o, nil
+}
+
+// persist saves the record a transition changed, before anything that
+// depends on it leaves the node, and then lets the wait queue see the
+// change. The caller holds sh.mu.
+func (n *Node) persist(ctx context.Context, sh *shard, o Outcome) error {
+	if !o.Changed {
+		return nil
+	}
+	// S3: the vote is durable (fsynced) before it leaves: the reply is
+	// built only after Save returns.
+	if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
+		return fmt.Errorf("save %q: %w", o.Next.Resource, err)
+	}
+	n.keepRecord(sh, o.Next)
+	n.changed(sh, o)
+	return nil
 }
 
 func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, error) {
@@ -592,38 +603,8 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeBadRequest, 0, "vote proof: "+err.Error()), nil
 	}
 	stmt := n.stmt(req.Resource, req.Epoch, holder)
-	idKey := n.host.Peerstore().PrivKey(n.host.ID())
 	o, err := n.applyIn(ctx, req.Resource, func(sh *shard, rec Record, now time.Time) (Outcome, error) {
-		var audit []AuditEntry
-		changed := false
-		if seen > 0 {
-			so := n.cfg.Rules.SeeVotes(rec, seen, now)
-			if so.Kind == protocol.KindRefuse {
-				return so, nil
-			}
-			rec, changed, audit = so.Next, so.Changed, so.Audit
-		}
-		o := n.cfg.Rules.Acquire(rec, holder, req.Epoch, req.TTL, req.Proof, now)
-		if qo, queued := n.queueAcquire(sh, rec, holder, o, now); queued {
-			o = qo // liveness only: the vote is not given, nothing of it is kept
-		}
-		o.Changed = o.Changed || changed
-		o.Audit = append(audit, o.Audit...)
-		// S2: a partial is produced only here, for the statement the rules
-		// just voted for (or re-sent); S1/S3: apply persists it before
-		// the reply leaves.
-		if o.Kind == protocol.KindVote && (!o.Repeat || len(o.Next.VoteIDSig) == 0) {
-			p, err := n.cfg.Share.Sign(stmt.SignedBytes())
-			if err != nil {
-				return Outcome{}, err
-			}
-			idSig, err := idKey.Sign(stmt.VoteBytes())
-			if err != nil {
-				return Outcome{}, fmt.Errorf("identity signature: %w", err)
-			}
-			o.Next.Vote, o.Next.VoteIDSig, o.Changed = p, idSig, true
-		}
-		return o, nil
+		return n.voteStep(sh, rec, holder, stmt, req.TTL, req.Proof, seen, now)
 	})
 	if err != nil {
 		logFailed(ctx, "acquire failed", err, "resource", req.Resource, "epoch", req.Epoch, "peer", from)
@@ -642,6 +623,48 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		n.noteLaterEra(o, from)
 		return refuse(o.Code, o.Next.LastEpoch, o.Message), nil
 	}
+}
+
+// voteStep is the acquire transition of holder at stmt's epoch on rec:
+// what an Acquire runs, and what a Wait runs for the waiter the free
+// resource is reserved for (the vote in the answer, waitVote). It learns
+// the f+1 signed votes' epoch (seen, if not 0), applies the voting rules
+// (Rules.Acquire, with proof if any), the wait queue's veto
+// (queueAcquire), and for a vote produces the partial and the identity
+// signature over stmt. The caller holds sh.mu, has checked the cluster,
+// the client's authorisation and proof, and persists the outcome before
+// any of it leaves the node (S1/S3).
+func (n *Node) voteStep(sh *shard, rec Record, holder protocol.Holder, stmt protocol.Statement, ttl time.Duration, proof *protocol.Token, seen uint64, now time.Time) (Outcome, error) {
+	var audit []AuditEntry
+	changed := false
+	if seen > 0 {
+		so := n.cfg.Rules.SeeVotes(rec, seen, now)
+		if so.Kind == protocol.KindRefuse {
+			return so, nil
+		}
+		rec, changed, audit = so.Next, so.Changed, so.Audit
+	}
+	o := n.cfg.Rules.Acquire(rec, holder, stmt.Epoch, ttl, proof, now)
+	if qo, queued := n.queueAcquire(sh, rec, holder, o, now); queued {
+		o = qo // liveness only: the vote is not given, nothing of it is kept
+	}
+	o.Changed = o.Changed || changed
+	o.Audit = append(audit, o.Audit...)
+	// S2: a partial is produced only here, for the statement the rules
+	// just voted for (or re-sent); S1/S3: the caller persists it before
+	// the reply leaves.
+	if o.Kind == protocol.KindVote && (!o.Repeat || len(o.Next.VoteIDSig) == 0) {
+		p, err := n.cfg.Share.Sign(stmt.SignedBytes())
+		if err != nil {
+			return Outcome{}, err
+		}
+		idSig, err := n.host.Peerstore().PrivKey(n.host.ID()).Sign(stmt.VoteBytes())
+		if err != nil {
+			return Outcome{}, fmt.Errorf("identity signature: %w", err)
+		}
+		o.Next.Vote, o.Next.VoteIDSig, o.Changed = p, idSig, true
+	}
+	return o, nil
 }
 
 // laterEraEpoch returns the first of epoch and tok's epoch that lies in a

@@ -387,21 +387,27 @@ func (q *queue) prune(now time.Time, ttl time.Duration) (gone []protocol.Holder,
 // head returns the first waiter in slot k, if any: of the earliest
 // cohort, the identity with the lowest turn hash for k (ties by
 // identity), and that identity's first session (first).
-func (q *queue) head(k int64) (waiter, bool) {
-	if len(q.waiters) == 0 {
-		return waiter{}, false
-	}
-	c := q.waiters[0].cohort
-	for _, w := range q.waiters[1:] {
-		c = min(c, w.cohort)
-	}
+func (q *queue) head(k int64) (waiter, bool) { return q.headSkipping(k, protocol.Holder{}) }
+
+// headSkipping is head, leaving out waiter skip.
+func (q *queue) headSkipping(k int64, skip protocol.Holder) (waiter, bool) {
 	var (
+		c        uint64
 		best     string
 		bestHash uint64
 		found    bool
 	)
 	for _, w := range q.waiters {
-		if w.cohort != c || (found && w.holder.ID == best) {
+		if w.holder != skip && (!found || w.cohort < c) {
+			c, found = w.cohort, true
+		}
+	}
+	if !found {
+		return waiter{}, false
+	}
+	found = false
+	for _, w := range q.waiters {
+		if w.holder == skip || w.cohort != c || (found && w.holder.ID == best) {
 			continue
 		}
 		h := turnHash(q.resource, w.holder.ID, k)
@@ -409,7 +415,26 @@ func (q *queue) head(k int64) (waiter, bool) {
 			best, bestHash, found = w.holder.ID, h, true
 		}
 	}
-	return q.first(best)
+	return q.firstSkipping(best, skip)
+}
+
+// nextInLine reports whether h is first in line after skip, the holder of
+// the live lease or vote (still queued until its lease is committed): the
+// waiter the resource would be reserved for if it were free at now,
+// unless the line or the slot changes first.
+func (q *queue) nextInLine(h, skip protocol.Holder, now time.Time, reserveFor time.Duration) bool {
+	w, ok := q.headSkipping(turnSlot(now, reserveFor), skip)
+	return ok && w.holder == h
+}
+
+// turnSlot is the slot a turn that begins at now belongs to: now's slot,
+// or the next one in its last half (so a turn is never a sliver).
+func turnSlot(now time.Time, reserveFor time.Duration) int64 {
+	k := slot(now, reserveFor)
+	if now.Sub(time.Unix(0, k*int64(reserveFor))) >= reserveFor/2 {
+		k++
+	}
+	return k
 }
 
 // reservation says whom a free resource is held for at now, and for how
@@ -454,10 +479,7 @@ func (q *queue) reservation(now time.Time, reserveFor time.Duration, newest uint
 	for {
 		k := q.turnSlot
 		if !q.turn {
-			k = slot(now, reserveFor)
-			if now.Sub(time.Unix(0, k*int64(reserveFor))) >= reserveFor/2 {
-				k++
-			}
+			k = turnSlot(now, reserveFor)
 		}
 		w, ok := q.head(k)
 		if !ok {
@@ -493,11 +515,14 @@ func (q *queue) expiry(w waiter) expiry {
 }
 
 // first is the first waiter of identity id (before), if any.
-func (q *queue) first(id string) (waiter, bool) {
+func (q *queue) first(id string) (waiter, bool) { return q.firstSkipping(id, protocol.Holder{}) }
+
+// firstSkipping is first, leaving out waiter skip.
+func (q *queue) firstSkipping(id string, skip protocol.Holder) (waiter, bool) {
 	var best waiter
 	found := false
 	for _, w := range q.waiters {
-		if w.holder.ID == id && (!found || before(w, best)) {
+		if w.holder.ID == id && w.holder != skip && (!found || before(w, best)) {
 			best, found = w, true
 		}
 	}

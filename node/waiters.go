@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -276,6 +277,7 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 	// The session is the one the key owns: only the process that drew the
 	// key waits, or claims a place, for it.
 	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()}
+	ask := voteAsk{from: from, epoch: req.Epoch, ttl: req.TTL}
 	wait := min(req.MaxWait, maxWait(n.cfg.RequestTimeout))
 	deadline := n.clock.Now().Add(wait)
 	for first := true; ; first = false {
@@ -283,16 +285,16 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 		if first {
 			claim = req.Claim
 		}
-		st, changed, wake, err := n.waitState(ctx, req.Resource, holder, claim, first)
-		if err == nil && first {
-			defer n.unpoll(req.Resource, holder)
+		st, changed, wake, now, err := n.waitState(ctx, req.Resource, holder, claim, first, ask)
+		if first && (err == nil || errors.Is(err, errWaitVote)) {
+			defer n.unpoll(req.Resource, holder) // the poll was counted
 		}
 		if err != nil {
 			logFailed(ctx, "wait failed", err, "resource", req.Resource, "peer", from)
-			return protocol.WaitReply{Code: protocol.CodeInternal, Message: "node failed to load the resource"}.Marshal(), nil
+			return protocol.WaitReply{Code: protocol.CodeInternal, Message: "node failed to load or record the resource"}.Marshal(), nil
 		}
 		left := deadline.Sub(n.clock.Now())
-		if st.Free || left <= 0 {
+		if now || left <= 0 {
 			return st.Marshal(), nil
 		}
 		if wake <= 0 || wake > left {
@@ -310,23 +312,44 @@ func (n *Node) handleWait(ctx context.Context, from peer.ID, b []byte) ([]byte, 
 	}
 }
 
+// errWaitVote marks a Wait whose vote could not be made or recorded: the
+// poll was counted, and the answer is an internal error without a vote.
+var errWaitVote = errors.New("node: vote in wait answer")
+
+// voteAsk is what a Wait asks beyond the wait (WaitRequest.Epoch and
+// TTL): the vote the waiter would ask for in its Acquire, from peer from.
+// A zero epoch asks for none.
+type voteAsk struct {
+	from  peer.ID
+	epoch uint64
+	ttl   time.Duration
+}
+
 // waitState is where the resource stands for holder now, the channel that
-// closes when that may change, and when it changes by itself (a lease
-// lapsing, a reservation running out). On the first call of a long poll
-// the holder joins the queue (if there is room; one cohort earlier if its
-// claim holds, see claimPlace) and counts as polling. The reply carries
-// this node's signed place for the holder.
-func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, claim []protocol.SignedPlace, first bool) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, err error) {
+// closes when that may change, when it changes by itself (a lease lapsing,
+// a reservation running out), and whether the long poll must be answered
+// now. On the first call of a long poll the holder joins the queue (if
+// there is room; one cohort earlier if its claim holds, see claimPlace)
+// and counts as polling. The reply carries this node's signed place for
+// the holder.
+//
+// When the free resource is reserved for holder, the reply is Free and,
+// if ask has an epoch, carries this node's vote (waitVote). While a lease
+// or vote holds the resource, the waiter next in line whose asked epoch
+// this node has moved past (LastEpoch at or above it) is answered at
+// once, so that it asks again above: its vote can then ride in the
+// answer when its turn comes.
+func (n *Node) waitState(ctx context.Context, resource string, holder protocol.Holder, claim []protocol.SignedPlace, first bool, ask voteAsk) (st protocol.WaitReply, changed <-chan struct{}, wake time.Duration, now bool, err error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	rec, err := n.load(ctx, sh, resource)
 	if err != nil {
-		return st, nil, 0, err
+		return st, nil, 0, false, err
 	}
-	now := n.clock.Now()
+	at := n.clock.Now()
 	rec = n.cfg.Rules.floor(rec)
-	q := n.enqueue(sh, rec, holder, now)
+	q := n.enqueue(sh, rec, holder, at)
 	if first {
 		q.polls++
 		if i := q.find(holder); i >= 0 {
@@ -340,18 +363,56 @@ func (n *Node) waitState(ctx context.Context, resource string, holder protocol.H
 	if i := q.find(holder); i >= 0 {
 		st.Cohort, st.Place = q.waiters[i].cohort, n.place(q, i)
 	}
-	if l := rec.Lease; l.Active(now) {
-		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(now), !l.Committed
-		return st, q.changed, st.Left, nil
+	if l := rec.Lease; l.Active(at) {
+		st.Holder, st.LeaseEpoch, st.Left, st.Pending = l.Holder.Ref(), l.Epoch, l.Expires.Sub(at), !l.Committed
+		stale := ask.epoch > 0 && ask.epoch <= rec.LastEpoch && q.nextInLine(holder, l.Holder, at, n.cfg.Rules.ReserveFor)
+		return st, q.changed, st.Left, stale, nil
 	}
-	first2, left, ok := n.reservation(sh, q, rec, now)
+	first2, left, ok := n.reservation(sh, q, rec, at)
 	if !ok || first2 == holder {
 		st.Free = true
-		q.tell(holder, now)
-		return st, q.changed, 0, nil
+		if ok && ask.epoch > 0 {
+			// Only the waiter the free resource is reserved for gets a
+			// vote here; any other Free answer (nobody queued, no room)
+			// leaves the vote to its Acquire, where the queue decides.
+			v, last, err := n.waitVote(ctx, sh, rec, holder, ask, at)
+			if err != nil {
+				return st, nil, 0, false, err
+			}
+			st.Vote, st.LastEpoch = v, last
+		}
+		q.tell(holder, at)
+		return st, q.changed, 0, true, nil
 	}
 	st.Holder, st.Left, st.Pending = first2.Ref(), left, true
-	return st, q.changed, left, nil
+	return st, q.changed, left, false, nil
+}
+
+// waitVote runs, for the waiter the free resource is reserved for, the
+// acquire transition an AcquireRequest of its session at ask's epoch
+// would run (voteStep: S1's one vote per epoch, the epoch window of S5,
+// the era ceiling), persists it (S3: the vote is durable before it leaves
+// in the reply) and returns the vote, or nil if the rules refused (a stale
+// or too distant epoch), with the node's last epoch. The caller holds
+// sh.mu, has checked the cluster and the client's authorisation (S6), and
+// has found rec free and reserved for holder.
+func (n *Node) waitVote(ctx context.Context, sh *shard, rec Record, holder protocol.Holder, ask voteAsk, now time.Time) (*protocol.WaitVote, uint64, error) {
+	stmt := n.stmt(rec.Resource, ask.epoch, holder)
+	o, err := n.voteStep(sh, rec, holder, stmt, ask.ttl, nil, 0, now)
+	if err == nil {
+		err = n.persist(ctx, sh, o)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", errWaitVote, err)
+	}
+	if o.Kind != protocol.KindVote {
+		n.noteLaterEra(o, ask.from)
+		log.Debugw("no vote in wait answer", "node", n.Index(), "resource", rec.Resource, "epoch", ask.epoch, "peer", ask.from, "code", o.Code.String(), "last_epoch", o.Next.LastEpoch)
+		return nil, o.Next.LastEpoch, nil
+	}
+	n.ops.metrics.waitVotes.Inc()
+	log.Infow("vote", "resource", rec.Resource, "epoch", ask.epoch, "client", n.peerName(ask.from), "in", "wait", "repeat", o.Repeat)
+	return &protocol.WaitVote{Epoch: ask.epoch, Partial: o.Next.Vote, IdentitySig: o.Next.VoteIDSig}, o.Next.LastEpoch, nil
 }
 
 // claimPlace moves holder up one step (stepBefore) if its claim shows f+1 members

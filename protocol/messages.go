@@ -494,8 +494,7 @@ func (m AcquireReply) Marshal() []byte {
 	e.u8(uint8(m.Kind))
 	switch m.Kind {
 	case KindVote:
-		e.fixed(m.Partial.Marshal())
-		e.bytes(m.IdentitySig)
+		e.partialVote(m.Partial, m.IdentitySig)
 	case KindBusy:
 		e.holderRef(m.Holder)
 		e.u64(m.LeaseEpoch)
@@ -519,20 +518,7 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 		switch {
 		case d.err != nil:
 		case m.Kind == KindVote:
-			raw := d.take(crypto.PartialSize, "partial")
-			if d.err == nil {
-				p, err := crypto.ParsePartial(raw)
-				if err != nil && d.err == nil {
-					// Keep the point's reason (crypto.ErrMalformedPoint)
-					// in the chain.
-					d.err = fmt.Errorf("%w: partial: %w", ErrMalformed, err)
-				}
-				m.Partial = p
-			}
-			m.IdentitySig = d.bytes("identity signature", MaxIdentitySigLen)
-			if d.err == nil && len(m.IdentitySig) == 0 {
-				d.fail("vote without identity signature")
-			}
+			m.Partial, m.IdentitySig = d.partialVote()
 		case m.Kind == KindBusy:
 			m.Holder = d.optHolderRef("holder")
 			if d.err == nil && m.Holder.IsZero() {
@@ -556,6 +542,35 @@ func UnmarshalAcquireReply(b []byte) (AcquireReply, error) {
 		}
 		return m
 	})
+}
+
+// partialVote encodes a vote as replies carry it: the partial signature,
+// then the identity signature (Acquire's KindVote, Wait's Vote).
+func (e *encoder) partialVote(p crypto.PartialSig, identitySig []byte) {
+	e.fixed(p.Marshal())
+	e.bytes(identitySig)
+}
+
+// partialVote decodes what encoder.partialVote wrote: a partial that
+// parses strictly, and an identity signature of 1 to MaxIdentitySigLen
+// bytes.
+func (d *decoder) partialVote() (crypto.PartialSig, []byte) {
+	var p crypto.PartialSig
+	raw := d.take(crypto.PartialSize, "partial")
+	if d.err == nil {
+		var err error
+		p, err = crypto.ParsePartial(raw)
+		if err != nil && d.err == nil {
+			// Keep the point's reason (crypto.ErrMalformedPoint) in the
+			// chain.
+			d.err = fmt.Errorf("%w: partial: %w", ErrMalformed, err)
+		}
+	}
+	sig := d.bytes("identity signature", MaxIdentitySigLen)
+	if d.err == nil && len(sig) == 0 {
+		d.fail("vote without identity signature")
+	}
+	return p, sig
 }
 
 // Marshal encodes the request.

@@ -1,6 +1,10 @@
 package protocol
 
-import "time"
+import (
+	"time"
+
+	"github.com/palisade-dev/palisade/crypto"
+)
 
 // ProtoWait is the long poll of a client waiting for a held resource: the
 // node answers when the resource is free for that waiter, or when the
@@ -10,7 +14,13 @@ import "time"
 // Version 2 carries the session key instead of the session ID, the
 // waiter's claim as signed places (see Place) instead of a cohort number,
 // and names holders in replies by HolderRef.
-const ProtoWait = "/palisade/wait/2.0.0"
+//
+// Version 3 lets the vote ride in the answer (issue 20, handoff speed): a
+// request may carry the epoch and TTL of the Acquire the waiter would send
+// next, and a member that answers Free to the waiter it reserves the
+// resource for votes as it would for that Acquire and puts the vote in
+// the reply (WaitReply.Vote), which saves the waiter a round trip.
+const ProtoWait = "/palisade/wait/3.0.0"
 
 // KindQueued is the Acquire reply of a node whose resource is free but
 // reserved for an earlier waiter: Holder is that waiter, Left how long
@@ -41,6 +51,28 @@ type WaitRequest struct {
 	// that fails is the waiter's last. At most MaxClaimPlaces places, all
 	// for this cluster, resource and one holder, from distinct members.
 	Claim []SignedPlace
+	// Epoch, if not zero, is the epoch of the Acquire the waiter would
+	// send once the resource is free for it, and TTL the lease it would
+	// ask for (zero: the node's default). A member that answers Free to
+	// the waiter it reserves the free resource for runs the Acquire rules
+	// on them, as for an AcquireRequest of this session (S1: one vote per
+	// epoch, the epoch window, the authorisation), and puts its vote in
+	// the reply. It is attacker input bounded like an Acquire's: the
+	// rules refuse an epoch at or below the node's last one or more than
+	// MaxEpochStep above what it knows. A request without Epoch has no
+	// TTL.
+	Epoch uint64
+	TTL   time.Duration
+}
+
+// WaitVote is a member's vote carried in a Free WaitReply: for the
+// statement (cluster, resource, Epoch, the waiter's holder), the same
+// partial signature and identity signature an Acquire's KindVote reply
+// carries. Epoch is the request's.
+type WaitVote struct {
+	Epoch       uint64
+	Partial     crypto.PartialSig
+	IdentitySig []byte
 }
 
 // WaitReply answers a WaitRequest.
@@ -69,6 +101,13 @@ type WaitReply struct {
 	// Place is the node's signed statement of that place (nil when Cohort
 	// is 0): what the waiter shows other nodes in its claim.
 	Place *SignedPlace
+	// Vote, only in a Free reply to a request with an Epoch, is the
+	// member's vote at that epoch (see WaitRequest.Epoch); nil when the
+	// member did not vote (the epoch was stale or too far: LastEpoch says
+	// where the member stands, or the member only answers Free because
+	// nobody is queued there). LastEpoch is then at least the vote's
+	// epoch (equal, unless the vote is one given before, re-sent).
+	Vote *WaitVote
 	// Message explains a refusal.
 	Message string
 }
@@ -87,6 +126,8 @@ func (m WaitRequest) Marshal() []byte {
 	e.sessionKey(m.Key)
 	e.u64(durMS(m.MaxWait))
 	e.claim(m.Claim)
+	e.u64(m.Epoch)
+	e.u64(durMS(m.TTL))
 	return e.b
 }
 
@@ -99,6 +140,11 @@ func UnmarshalWaitRequest(b []byte) (WaitRequest, error) {
 		m.Key = d.sessionKey()
 		m.MaxWait = msDur(d, "max wait")
 		m.Claim = d.claim(m.Cluster, m.Resource)
+		m.Epoch = d.u64("epoch")
+		m.TTL = msDur(d, "ttl")
+		if d.err == nil && m.Epoch == 0 && m.TTL != 0 {
+			d.fail("ttl without an epoch")
+		}
 		return m
 	})
 }
@@ -116,6 +162,13 @@ func (m WaitReply) Marshal() []byte {
 	e.flag(m.Pending)
 	e.u64(m.Cohort)
 	e.optPlace(m.Place)
+	if m.Vote == nil {
+		e.u8(0)
+	} else {
+		e.u8(1)
+		e.u64(m.Vote.Epoch)
+		e.partialVote(m.Vote.Partial, m.Vote.IdentitySig)
+	}
 	e.str(truncate(m.Message))
 	return e.b
 }
@@ -133,13 +186,30 @@ func UnmarshalWaitReply(b []byte) (WaitReply, error) {
 			Pending:    d.flag("pending flag"),
 			Cohort:     d.u64("cohort"),
 			Place:      d.optPlace(),
-			Message:    d.str("message", MaxMessageLen),
 		}
+		switch d.u8("vote flag") {
+		case 0:
+		case 1:
+			v := WaitVote{Epoch: d.u64("vote epoch")}
+			v.Partial, v.IdentitySig = d.partialVote()
+			m.Vote = &v
+		default:
+			d.fail("vote flag not 0 or 1")
+		}
+		m.Message = d.str("message", MaxMessageLen)
 		if d.err == nil && m.Free && !m.Holder.IsZero() {
 			d.fail("free reply names a holder")
 		}
 		if d.err == nil && m.Place != nil && m.Place.Cohort != m.Cohort {
 			d.fail("place in cohort %d, reply says %d", m.Place.Cohort, m.Cohort)
+		}
+		if d.err == nil && m.Vote != nil {
+			switch {
+			case !m.Free || m.Code != CodeOK:
+				d.fail("vote in a reply that is not free")
+			case m.Vote.Epoch == 0 || m.Vote.Epoch > m.LastEpoch:
+				d.fail("vote at epoch %d, last epoch %d", m.Vote.Epoch, m.LastEpoch)
+			}
 		}
 		return m
 	})

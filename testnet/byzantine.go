@@ -351,6 +351,7 @@ type partialForger struct {
 	mu     sync.Mutex
 	log    map[string][]forgery // statement key -> what was sent for it
 	forced *forgery             // if set, the forgery every vote gets (see force)
+	inWait int                  // forgeries sent in Wait answers
 }
 
 // force makes every vote from now on get forgery m instead of a drawn
@@ -363,7 +364,7 @@ func (p *partialForger) force(m forgery) {
 }
 
 // ForgePartials makes a node decide honestly (it records its votes) but
-// send invalid partials: in turn a well-formed partial over the wrong
+// send invalid partials, in Acquire replies and in Wait answers alike: in turn a well-formed partial over the wrong
 // message and one of the BLS12-381 encoding attacks on its honest partial
 // (x ≥ p, the sort flag flipped, the compression flag cleared, the
 // identity, the infinity flag, a point outside the subgroup, an x with no
@@ -383,20 +384,63 @@ func (p *partialForger) forgeries(resource string, epoch uint64, holder protocol
 	return append([]forgery(nil), p.log[stmtKey(resource, epoch, holder)]...)
 }
 
+// waitForged reports how many of the votes the node forged rode in its
+// answers to Wait rather than in Acquire replies.
+func (p *partialForger) waitForged() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inWait
+}
+
 func (p *partialForger) Request(_ context.Context, _ *Member, proto string, from peer.ID, req []byte) ([]byte, bool, error) {
-	if proto == protocol.ProtoAcquire {
+	switch proto {
+	case protocol.ProtoAcquire:
 		if r, err := protocol.UnmarshalAcquireRequest(req); err == nil {
 			p.votes.request(from, r)
+		}
+	case protocol.ProtoWait:
+		// A Wait that asks a vote is matched as the Acquire it stands for.
+		if r, err := protocol.UnmarshalWaitRequest(req); err == nil && r.Epoch > 0 {
+			p.votes.request(from, protocol.AcquireRequest{Cluster: r.Cluster, Resource: r.Resource, Epoch: r.Epoch, Key: r.Key, TTL: r.TTL})
 		}
 	}
 	return nil, false, nil
 }
 
 func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byte) []byte {
+	if proto == protocol.ProtoWait {
+		return p.waitReply(m, from, reply)
+	}
 	ar, stmt, ok := p.votes.honestVote(m, proto, from, reply)
 	if !ok {
 		return reply
 	}
+	return p.forge(m, ar, stmt).Marshal()
+}
+
+// waitReply forges the vote an honest Wait answer carries, as Reply does
+// an Acquire's.
+func (p *partialForger) waitReply(m *Member, from peer.ID, reply []byte) []byte {
+	wr, err := protocol.UnmarshalWaitReply(reply)
+	if err != nil || wr.Vote == nil {
+		return reply
+	}
+	ar := protocol.AcquireReply{Kind: protocol.KindVote, Partial: wr.Vote.Partial, IdentitySig: wr.Vote.IdentitySig}
+	stmt, ok := p.votes.statement(m, from, ar)
+	if !ok {
+		return reply
+	}
+	ar = p.forge(m, ar, stmt)
+	wr.Vote.Partial = ar.Partial
+	p.mu.Lock()
+	p.inWait++
+	p.mu.Unlock()
+	return wr.Marshal()
+}
+
+// forge replaces the partial of the honest vote ar for stmt by a forgery
+// and logs which.
+func (p *partialForger) forge(m *Member, ar protocol.AcquireReply, stmt protocol.Statement) protocol.AcquireReply {
 	c := p.r.next()
 	mode := forgeWrongMessage
 	switch {
@@ -420,7 +464,7 @@ func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byt
 	default:
 		bad, err := m.Dir.Share.Sign(append([]byte("forged partial\x00"), stmt.SignedBytes()...))
 		if err != nil {
-			return reply
+			return ar
 		}
 		ar.Partial = bad
 	}
@@ -428,7 +472,7 @@ func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byt
 	k := stmtKey(stmt.Resource, stmt.Epoch, stmt.Holder)
 	p.log[k] = append(p.log[k], mode)
 	p.mu.Unlock()
-	return ar.Marshal()
+	return ar
 }
 
 // ---------------------------------------------------------------------------
