@@ -574,7 +574,7 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 	if !c.goFunc(func() { verified <- c.verifier.VerifyPrepared(tok, r.prep) }) {
 		return &tok, nil, ErrClosed
 	}
-	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease)
+	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
 	if verr := <-verified; verr != nil {
 		// S2: never hand out a token that does not verify.
 		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
@@ -588,7 +588,7 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 		// The same statement: nodes that started a lease for the bad
 		// token take the good one's commit as a renewal.
 		tok = *good
-		sent, left, err = c.commit(ctx, tok, ttl, p.key, p.tokenRelease)
+		sent, left, err = c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
 	}
 	if err != nil {
 		return &tok, nil, err
@@ -678,11 +678,13 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 // commit tells every node the token is certified and waits for 2f+1 acks.
 // The lease runs from sent, when the commit was sent, for left (the
 // (f+1)-th shortest lease the nodes granted, at most ttl). The commit
-// carries the session's key, so the nodes that voted skip the pairing, and
-// tokenRelease (WithTokenRelease).
-func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, key protocol.SessionKey, tokenRelease bool) (sent time.Time, left time.Duration, err error) {
+// carries the session's key, so the nodes that voted skip the pairing,
+// tokenRelease (WithTokenRelease) and the token's vote certificate, which
+// the nodes keep for forensics (issue 21).
+func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, key protocol.SessionKey, tokenRelease bool, cert []protocol.CertVote) (sent time.Time, left time.Duration, err error) {
 	sent = c.cfg.Clock.Now()
-	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, protocol.CommitRequest{Token: tok, TTL: ttl, Key: key, TokenRelease: tokenRelease}.Marshal())
+	req := protocol.CommitRequest{Token: tok, TTL: ttl, Key: key, TokenRelease: tokenRelease, Certificate: cert}
+	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, req.Marshal())
 	if err != nil {
 		// Some nodes may have started a lease nobody will use: release it
 		// in the background rather than let it block others for its TTL.

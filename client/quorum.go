@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -236,6 +237,25 @@ func (r *voteRound) voters() []int {
 	out := make([]int, len(r.votes))
 	for i, v := range r.votes {
 		out[i] = v.Index
+	}
+	return out
+}
+
+// certificate is the vote certificate of the round's valid votes, for the
+// Commit: the identity signatures of the members whose partials the token
+// combines, which checkVote verified, in member order. A cluster whose
+// quorum exceeds protocol.MaxCertificateVotes commits without one.
+func (r *voteRound) certificate() []protocol.CertVote {
+	voters := r.voters()
+	if len(voters) > protocol.MaxCertificateVotes {
+		return nil
+	}
+	slices.Sort(voters)
+	out := make([]protocol.CertVote, 0, len(voters))
+	for _, idx := range voters {
+		if v, ok := r.received[idx]; ok && v.Statement == r.stmt {
+			out = append(out, protocol.CertVote{Node: idx, Sig: v.IdentitySig})
+		}
 	}
 	return out
 }

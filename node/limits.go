@@ -195,6 +195,12 @@ func (n *Node) screen(proto string, from peer.ID, b []byte) (reply []byte, stop 
 			n.turnedAway(TurnedAwayUnauthorised)
 			return n.cfg.Rules.Status(Record{Resource: req.Resource}, n.clock.Now()).Marshal(), true, nil
 		}
+	case protocol.ProtoForensics:
+		req, err := protocol.UnmarshalForensicsRequest(b)
+		if err == nil && !n.mayAccess(from, req.Resource) {
+			n.turnedAway(TurnedAwayUnauthorised)
+			return protocol.ForensicsReply{Code: protocol.CodeUnauthorised, Message: fmt.Sprintf("%s may not access %q", from, req.Resource)}.Marshal(), true, nil
+		}
 	case protocol.ProtoAcquire:
 		req, err := protocol.UnmarshalAcquireRequest(b)
 		if err != nil || req.Proof == nil || !n.mayAcquire(from, req.Resource) {

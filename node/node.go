@@ -267,15 +267,19 @@ type handlerFunc func(ctx context.Context, from peer.ID, req []byte) ([]byte, er
 // per-peer guard where it applies.
 func (n *Node) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		protocol.ProtoStatus:   n.guard(protocol.ProtoStatus, n.handleStatus),
-		protocol.ProtoAcquire:  n.guard(protocol.ProtoAcquire, n.handleAcquire),
-		protocol.ProtoCommit:   n.guard(protocol.ProtoCommit, n.handleCommit),
-		protocol.ProtoRenew:    n.guard(protocol.ProtoRenew, n.handleRenew),
-		protocol.ProtoRelease:  n.guard(protocol.ProtoRelease, n.handleRelease),
-		protocol.ProtoAbandon:  n.guard(protocol.ProtoAbandon, n.handleAbandon),
-		protocol.ProtoEvidence: n.handleEvidenceBounded,
-		protocol.ProtoWait:     n.handleWait,
-		protocol.ProtoLocks:    n.guard(protocol.ProtoLocks, n.handleLocks),
+		protocol.ProtoStatus:  n.guard(protocol.ProtoStatus, n.handleStatus),
+		protocol.ProtoAcquire: n.guard(protocol.ProtoAcquire, n.handleAcquire),
+		protocol.ProtoCommit:  n.guard(protocol.ProtoCommit, n.handleCommit),
+		// The earlier release's Commit is the same request without a
+		// certificate: the same handler, guarded as a Commit.
+		protocol.ProtoCommitV2:  n.guard(protocol.ProtoCommit, n.handleCommit),
+		protocol.ProtoRenew:     n.guard(protocol.ProtoRenew, n.handleRenew),
+		protocol.ProtoRelease:   n.guard(protocol.ProtoRelease, n.handleRelease),
+		protocol.ProtoAbandon:   n.guard(protocol.ProtoAbandon, n.handleAbandon),
+		protocol.ProtoEvidence:  n.handleEvidenceBounded,
+		protocol.ProtoWait:      n.handleWait,
+		protocol.ProtoLocks:     n.guard(protocol.ProtoLocks, n.handleLocks),
+		protocol.ProtoForensics: n.guard(protocol.ProtoForensics, n.handleForensics),
 	}
 }
 
@@ -732,9 +736,17 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 	if e := n.laterEraEpoch(0, &req.Token); e != 0 {
 		return n.ack(ctx, from, n.cfg.Rules.refuseLaterEra(Outcome{Next: Record{Resource: req.Token.Resource}}, e), nil)
 	}
+	// The certificate is checked before anything else is done: t Ed25519
+	// checks, never a pairing, and a Commit that carries a bad one is
+	// refused whole (an honest client checked every vote it combined).
+	cert, err := n.checkCommitCertificate(req)
+	if err != nil {
+		return certificateRefusal(err), nil
+	}
 	reply, err := n.applyToken(ctx, from, req.Token, req.Key, func(rec Record, shown Shown, now time.Time) Outcome {
 		shown.TokenRelease = req.TokenRelease
-		return n.cfg.Rules.Commit(rec, from.String(), req.Token, shown, req.TTL, now)
+		o := n.cfg.Rules.Commit(rec, from.String(), req.Token, shown, req.TTL, now)
+		return n.cfg.Rules.withCertificate(o, req.Token, cert)
 	})
 	n.servedBy(from, req.Token, req.Key, reply)
 	return reply, err

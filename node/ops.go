@@ -58,10 +58,10 @@ func (n *Node) initOps() {
 // observed wraps the handler of a per-resource request so each decision is
 // counted and logged: Acquire's vote, busy or refusal, and the outcome of
 // Commit, Renew, Release and Abandon, with the resource, epoch and the
-// client's name from the cluster file. Status and Locks, which decide
-// nothing, are passed through.
+// client's name from the cluster file. Status, Locks and Forensics, which
+// decide nothing, are passed through.
 func (n *Node) observed(proto string, fn handlerFunc) handlerFunc {
-	if proto == protocol.ProtoStatus || proto == protocol.ProtoLocks {
+	if proto == protocol.ProtoStatus || proto == protocol.ProtoLocks || proto == protocol.ProtoForensics {
 		return fn
 	}
 	return func(ctx context.Context, from peer.ID, b []byte) ([]byte, error) {

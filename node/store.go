@@ -48,6 +48,11 @@ type Record struct {
 	PrevGen uint64 `json:"prev_gen,omitempty"`
 	// Lease is the node's timing-based view of who holds the resource.
 	Lease Lease `json:"lease"`
+	// Certificates are the vote certificates of committed tokens the node
+	// was shown (CommitRequest.Certificate), in epoch order: at most
+	// CertificateEpochs epochs, two per epoch only for a fork (see
+	// keepCertificate). Stores of earlier releases have none.
+	Certificates []protocol.Certificate `json:"certificates,omitempty"`
 }
 
 // Lease is advisory: it gives liveness and exclusion between honest

@@ -18,12 +18,14 @@ func (e *encoder) flag(v bool) {
 		e.u8(0)
 	}
 }
+func (e *encoder) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
 func (e *encoder) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
 func (e *encoder) bytes(v []byte) {
 	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
 	e.b = append(e.b, v...)
 }
-func (e *encoder) str(v string) { e.bytes([]byte(v)) }
+func (e *encoder) str(v string)     { e.bytes([]byte(v)) }
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) fixed(v []byte) {
 	e.b = append(e.b, v...)
 }
@@ -75,12 +77,42 @@ func (d *decoder) flag(what string) bool {
 	}
 }
 
+func (d *decoder) u16(what string) uint16 {
+	v := d.take(2, what)
+	if v == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint16(v)
+}
+
+// more reports whether bytes are left (and no error so far): how a
+// decoder sees an optional trailing field.
+func (d *decoder) more() bool { return d.err == nil && len(d.b) > 0 }
+
 func (d *decoder) u64(what string) uint64 {
 	v := d.take(8, what)
 	if v == nil {
 		return 0
 	}
 	return binary.BigEndian.Uint64(v)
+}
+
+// uvarint decodes a minimally encoded uvarint.
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.fail("%s: bad varint", what)
+		return 0
+	}
+	if k != uvarintLen(n) {
+		d.fail("%s: non-minimal varint", what)
+		return 0
+	}
+	d.b = d.b[k:]
+	return n
 }
 
 func (d *decoder) bytes(what string, max int) []byte {

@@ -166,6 +166,7 @@ func validMessages(tb testing.TB) []namedMsg {
 		{"CommitRequest", CommitRequest{Token: tok, TTL: 30 * time.Second}, decodeAs(UnmarshalCommitRequest)},
 		{"CommitRequest/key", CommitRequest{Token: tok, TTL: 30 * time.Second, Key: testKey}, decodeAs(UnmarshalCommitRequest)},
 		{"CommitRequest/token-release", CommitRequest{Token: tok, Key: testKey, TokenRelease: true}, decodeAs(UnmarshalCommitRequest)},
+		{"CommitRequest/certificate", CommitRequest{Token: tok, TTL: 30 * time.Second, Key: testKey, Certificate: testCertVotes(fx, 1, 2, 3)}, decodeAs(UnmarshalCommitRequest)},
 		{"RenewRequest", RenewRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 42, Key: testKey, TTL: 10 * time.Second}, decodeAs(UnmarshalRenewRequest)},
 		{"AbandonRequest", AbandonRequest{Cluster: st.Cluster, Resource: st.Resource, Epoch: 43, Key: testKey}, decodeAs(UnmarshalAbandonRequest)},
 		{"StatusReply/vote", StatusReply{LastEpoch: 42, Certified: &tok, Vote: &voteA}, decodeAs(UnmarshalStatusReply)},
@@ -181,6 +182,16 @@ func validMessages(tb testing.TB) []namedMsg {
 	out := make([]namedMsg, len(msgs))
 	for i, m := range msgs {
 		out[i] = namedMsg{name: m.name, value: m.value, enc: m.value.Marshal(), decode: m.dec}
+	}
+	return out
+}
+
+// testCertVotes are certificate votes of members, with the fixture's
+// stand-in signature (they decode but never verify).
+func testCertVotes(fx fixture, members ...int) []CertVote {
+	out := make([]CertVote, len(members))
+	for i, m := range members {
+		out[i] = CertVote{Node: m, Sig: fx.identitySig}
 	}
 	return out
 }

@@ -20,9 +20,18 @@ import (
 const (
 	ProtoStatus  = "/palisade/status/2.0.0"
 	ProtoAcquire = "/palisade/acquire/2.0.0"
-	ProtoCommit  = "/palisade/commit/2.0.0"
-	ProtoRenew   = "/palisade/renew/2.0.0"
-	ProtoRelease = "/palisade/release/2.0.0"
+	// ProtoCommit is version 2.1.0: a CommitRequest may end with the
+	// token's vote certificate (issue 21). The field is optional and
+	// trails the 2.0.0 fields, so a 2.0.0 request is a valid 2.1.0
+	// request without one: nodes answer both IDs (ProtoCommitV2) with
+	// the same decoder, and clients of the earlier release keep
+	// committing. A client of this release speaks 2.1.0 only.
+	ProtoCommit = "/palisade/commit/2.1.0"
+	// ProtoCommitV2 is the Commit of the earlier release: the same
+	// request without a certificate.
+	ProtoCommitV2 = "/palisade/commit/2.0.0"
+	ProtoRenew    = "/palisade/renew/2.0.0"
+	ProtoRelease  = "/palisade/release/2.0.0"
 	// ProtoAbandon withdraws a client's uncommitted votes after a round
 	// that could not reach a quorum, so split votes resolve at once.
 	ProtoAbandon = "/palisade/abandon/2.0.0"
@@ -231,6 +240,14 @@ type CommitRequest struct {
 	// token (palisade acquire, then palisade release). Nodes honour it only
 	// with Key; without it a lease ends only with its session key.
 	TokenRelease bool
+	// Certificate, if not empty, is the token's vote certificate: the
+	// identity signatures over Token.Statement.VoteBytes of the members
+	// whose votes the client combined (at least t, at most N, distinct,
+	// see Cert). A node checks them (Ed25519, no pairing) and keeps the
+	// certificate with the certified token for forensics; a Commit whose
+	// certificate does not verify is refused. It is encoded after the
+	// 2.0.0 fields and only when present.
+	Certificate []CertVote
 }
 
 // RenewRequest extends the lease of the sender's session at an epoch: the
@@ -581,6 +598,9 @@ func (m CommitRequest) Marshal() []byte {
 	e.u64(durMS(m.TTL))
 	e.optSessionKey(m.Key)
 	e.flag(m.TokenRelease)
+	if len(m.Certificate) > 0 {
+		e.certVotes(m.Certificate)
+	}
 	return e.b
 }
 
@@ -598,6 +618,9 @@ func UnmarshalCommitRequest(b []byte) (CommitRequest, error) {
 		m.TTL = msDur(d, "ttl")
 		m.Key = d.optSessionKey()
 		m.TokenRelease = d.flag("token release flag")
+		if d.more() {
+			m.Certificate = d.certVotes()
+		}
 		return m
 	})
 }

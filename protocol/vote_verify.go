@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 )
@@ -20,14 +19,7 @@ func VerifyVote(c *Cluster, v SignedVote) error {
 	if v.Statement.Cluster != c.ID {
 		return fmt.Errorf("%w: vote for cluster %s", ErrBadVote, v.Statement.Cluster)
 	}
-	pub, err := PeerIDKey(c.File.Nodes[v.Node-1].PeerID)
-	if err != nil {
-		return fmt.Errorf("%w: node %d public key: %w", ErrBadVote, v.Node, err)
-	}
-	if !ed25519.Verify(pub, v.Statement.VoteBytes(), v.IdentitySig) {
-		return fmt.Errorf("%w: node %d identity signature does not verify", ErrBadVote, v.Node)
-	}
-	return nil
+	return verifyVoteBytes(c, v.Node, v.Statement.VoteBytes(), v.IdentitySig)
 }
 
 // VerifyEvidence checks evidence of equivocation offline: the two votes

@@ -36,6 +36,10 @@ const (
 	// a fork of the cluster (malformed, not two tokens that fork, another
 	// cluster's, or a signature that does not verify).
 	ExitBadProof = 6
+	// ExitConvicted: "palisade forensics" found vote certificates of two
+	// holders at one (resource, epoch) and proved that members signed
+	// votes for both (it prints each with its two signed votes).
+	ExitConvicted = 7
 )
 
 // exitCodes documents the statuses in "palisade help" and the README.
@@ -49,6 +53,7 @@ const exitCodes = `Exit status:
        --cluster says), resource outside its patterns, nodes refused, token
        of another holder
     6  palisade fork: the file does not prove a fork of the cluster
+    7  palisade forensics: members proven to have voted for two holders
 palisade lock exits with COMMAND's status when it ran to its end.
 `
 

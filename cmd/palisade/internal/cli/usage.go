@@ -23,6 +23,7 @@ Usage:
     palisade bench   [--nodes N] [--clients K] [--cycles C] [--contended]
     palisade evidence --dir DIR/nodeI
     palisade fork    --cluster FILE [--cluster-id ID] FILE
+    palisade forensics --cluster FILE [--cluster-id ID] --identity FILE RESOURCE EPOCH
     palisade resource --cluster FILE [--cluster-id ID] --data DIR [--listen ADDR] [--admin ADDR]
     palisade status  --cluster FILE [--cluster-id ID] --identity FILE [--timeout D] [RESOURCE]
     palisade audit   --dir DIR/nodeI | --admin ADDR (--dir DIR/nodeI | --secret-file FILE)

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/palisade-dev/palisade/protocol"
+)
+
+// Vote certificates (issue 21): a Commit may carry the identity-signed
+// votes the client combined into its token. The node checks them (one
+// Ed25519 verification per vote, no pairing) and keeps the certificate in
+// the resource's Record, written in the same Save as the Commit, so it is
+// as durable as the commit and costs no fsync of its own. Forensics
+// (handleForensics) gives them out; two certificates of one (resource,
+// epoch) for different holders convict every member that signed both
+// (protocol.Convict).
+
+// CertificateEpochs is how many epochs of certificates a node keeps per
+// resource: the most recent ones, with forks (two holders at one epoch)
+// kept in preference to epochs with one certificate. With at most
+// protocol.MaxCertificatesPerEpoch certificates per epoch, a resource's
+// record holds at most 8 certificates, whatever the peers send.
+//
+// Disk cost per resource: a certificate's binary form is 60 bytes plus
+// the resource name and the holder's ID (52 bytes for an Ed25519 peer
+// ID), plus 66 bytes per vote, kept as
+// base64 text in the record's JSON (4/3 of that). A 4-member cluster
+// (t = 3) keeps about 420 bytes per certificate for a short name: about
+// 1.7 KB per resource without forks (4 epochs), at most 3.4 KB; a
+// 10-member cluster (t = 7) about 770 bytes each, at most 6.2 KB; the
+// largest certificates (t = 255, the longest names) about 23 KB each, at
+// most 185 KB per resource. The record is rewritten on every Save of the
+// resource, so each vote writes its certificates again (in the same log
+// frame and fsync).
+const CertificateEpochs = 4
+
+// keepCertificate returns rec with cert kept, and whether it changed: a
+// certificate of a holder already certified at its epoch is not kept
+// again, at most protocol.MaxCertificatesPerEpoch are kept per epoch (the
+// second only for another holder: a fork), and at most CertificateEpochs
+// epochs are kept. When a new epoch does not fit, the oldest epoch with a
+// single certificate makes room (the oldest fork only if every kept epoch
+// forked); a certificate older than every kept epoch is not kept then.
+// The caller verified cert for its cluster.
+func keepCertificate(rec Record, cert protocol.Certificate) (Record, bool) {
+	epoch := cert.Statement.Epoch
+	count := map[uint64]int{}
+	for _, c := range rec.Certificates {
+		if c.Statement.Epoch == epoch && c.Statement.Holder == cert.Statement.Holder {
+			return rec, false
+		}
+		count[c.Statement.Epoch]++
+	}
+	if count[epoch] >= protocol.MaxCertificatesPerEpoch {
+		return rec, false
+	}
+	kept := slices.Clone(rec.Certificates)
+	if count[epoch] == 0 && len(count) >= CertificateEpochs {
+		epochs := make([]uint64, 0, len(count))
+		for e := range count {
+			epochs = append(epochs, e)
+		}
+		slices.Sort(epochs)
+		if epoch < epochs[0] {
+			return rec, false
+		}
+		evict := epochs[0]
+		for _, e := range epochs {
+			if count[e] < protocol.MaxCertificatesPerEpoch {
+				evict = e
+				break
+			}
+		}
+		kept = slices.DeleteFunc(kept, func(c protocol.Certificate) bool { return c.Statement.Epoch == evict })
+	}
+	kept = append(kept, cert)
+	slices.SortStableFunc(kept, func(a, b protocol.Certificate) int {
+		switch {
+		case a.Statement.Epoch < b.Statement.Epoch:
+			return -1
+		case a.Statement.Epoch > b.Statement.Epoch:
+			return 1
+		}
+		return 0
+	})
+	rec.Certificates = kept
+	return rec, true
+}
+
+// certificatesAt returns the certificates rec keeps for epoch.
+func certificatesAt(rec Record, epoch uint64) []protocol.Certificate {
+	var out []protocol.Certificate
+	for _, c := range rec.Certificates {
+		if c.Statement.Epoch == epoch {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkCommitCertificate verifies the certificate a Commit carries, if
+// any: at least t and at most N votes of distinct members, each for the
+// token's statement (the encoding gives them no other), each identity
+// signature valid. It costs one Ed25519 check per vote, no pairing; the
+// vote count is checked before any signature.
+func (n *Node) checkCommitCertificate(req protocol.CommitRequest) (*protocol.Certificate, error) {
+	cert, ok := req.Cert()
+	if !ok {
+		return nil, nil
+	}
+	if err := protocol.VerifyCertificate(n.cfg.Cluster, cert); err != nil {
+		return nil, err
+	}
+	return &cert, nil
+}
+
+// withCertificate keeps cert (if any) in the outcome of a Commit of tok,
+// unless the token is of another era (then nothing of it is learned).
+// The certificate is kept whether or not the Commit started a lease: it
+// is evidence of who voted, which a stale or relayed Commit shows as well.
+func (r Rules) withCertificate(o Outcome, tok protocol.Token, cert *protocol.Certificate) Outcome {
+	if cert == nil || r.laterEra(tok.Epoch) || r.earlierEra(tok) {
+		return o
+	}
+	if next, changed := keepCertificate(o.Next, *cert); changed {
+		o.Next, o.Changed = next, true
+	}
+	return o
+}
+
+// handleForensics answers a ForensicsRequest with the certificates the
+// node keeps for the (resource, epoch). Access is checked as for Status
+// (guard): members, and clients whose patterns allow the resource.
+func (n *Node) handleForensics(ctx context.Context, _ peer.ID, b []byte) ([]byte, error) {
+	req, err := protocol.UnmarshalForensicsRequest(b)
+	if err != nil {
+		return protocol.ForensicsReply{Code: protocol.CodeBadRequest, Message: err.Error()}.Marshal(), nil
+	}
+	if req.Cluster != n.cfg.Cluster.ID {
+		return protocol.ForensicsReply{Code: protocol.CodeWrongCluster, Message: "request is for cluster " + req.Cluster.String()}.Marshal(), nil
+	}
+	rec, err := n.Record(ctx, req.Resource)
+	if err != nil {
+		logFailed(ctx, "forensics failed", err, "resource", req.Resource)
+		return protocol.ForensicsReply{Code: protocol.CodeInternal, Message: "node failed to load the resource"}.Marshal(), nil
+	}
+	return protocol.ForensicsReply{Code: protocol.CodeOK, Certificates: certificatesAt(rec, req.Epoch)}.Marshal(), nil
+}
+
+// certificateRefusal is the Ack of a Commit whose certificate does not
+// verify.
+func certificateRefusal(err error) []byte {
+	return protocol.Ack{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("certificate: %v", err)}.Marshal()
+}
