@@ -3,11 +3,9 @@ package protocol
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/palisade-dev/palisade/crypto"
 )
@@ -46,6 +44,8 @@ const (
 	// certVoteSize is one vote's encoding: a 2-byte member index and an
 	// Ed25519 signature.
 	certVoteSize = 2 + ed25519.SignatureSize
+	// maxCertificateTextLen is the longest text form of a certificate.
+	maxCertificateTextLen = len(CertificateTextPrefix) + (maxCertificateSize*4+2)/3
 )
 
 // ErrBadCertificate reports a vote certificate that is malformed or does
@@ -296,7 +296,7 @@ func (c Certificate) String() string {
 	if err != nil {
 		return CertificateTextPrefix + "invalid"
 	}
-	return CertificateTextPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return textForm(CertificateTextPrefix, b)
 }
 
 // MarshalText returns the text form, so certificates read well in JSON
@@ -306,21 +306,14 @@ func (c Certificate) MarshalText() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []byte(CertificateTextPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
+	return []byte(textForm(CertificateTextPrefix, b)), nil
 }
 
 // UnmarshalText parses the text form strictly.
 func (c *Certificate) UnmarshalText(b []byte) error {
-	rest, ok := strings.CutPrefix(string(b), CertificateTextPrefix)
-	if !ok {
-		return fmt.Errorf("%w: certificate text must start with %q", ErrMalformed, CertificateTextPrefix)
-	}
-	if strings.ContainsAny(rest, "\r\n") {
-		return fmt.Errorf("%w: certificate text contains a line break", ErrMalformed)
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	raw, err := parseTextForm(string(b), CertificateTextPrefix, maxCertificateTextLen, "certificate")
 	if err != nil {
-		return fmt.Errorf("%w: certificate text: %w", ErrMalformed, err)
+		return err
 	}
 	v, err := ParseCertificate(raw)
 	if err != nil {

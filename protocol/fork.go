@@ -3,11 +3,9 @@ package protocol
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // DomainFork starts the binary form of a Fork, so that a fork file is
@@ -180,27 +178,15 @@ func (f Fork) String() string {
 	if err != nil {
 		return ForkTextPrefix + "invalid"
 	}
-	return ForkTextPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return textForm(ForkTextPrefix, b)
 }
 
 // ParseForkText decodes the text form strictly (surrounding spaces are
 // trimmed, nothing else is forgiven).
 func ParseForkText(s string) (Fork, error) {
-	s = strings.TrimSpace(s)
-	if len(s) > MaxForkTextLen {
-		return Fork{}, fmt.Errorf("%w: fork text is %d bytes, limit %d", ErrMalformed, len(s), MaxForkTextLen)
-	}
-	rest, ok := strings.CutPrefix(s, ForkTextPrefix)
-	if !ok {
-		return Fork{}, fmt.Errorf("%w: fork text must start with %q", ErrMalformed, ForkTextPrefix)
-	}
-	// As for tokens: base64 skips line breaks even in strict mode.
-	if strings.ContainsAny(rest, "\r\n") {
-		return Fork{}, fmt.Errorf("%w: fork text contains a line break", ErrMalformed)
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	b, err := parseTextForm(s, ForkTextPrefix, MaxForkTextLen, "fork")
 	if err != nil {
-		return Fork{}, fmt.Errorf("%w: fork text: %w", ErrMalformed, err)
+		return Fork{}, err
 	}
 	return ParseFork(b)
 }
@@ -211,7 +197,7 @@ func (f Fork) MarshalText() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []byte(ForkTextPrefix + base64.RawURLEncoding.EncodeToString(b)), nil
+	return []byte(textForm(ForkTextPrefix, b)), nil
 }
 
 // UnmarshalText parses the text form strictly.
