@@ -143,6 +143,9 @@ type Client struct {
 	// round's); evidence is the evidence of equivocation it found.
 	myVotes  map[string]map[int]protocol.SignedVote
 	evidence []protocol.Evidence
+	// forksSent are the IDs of the forks this client sent to the nodes
+	// (findFork), so it sends each once; at most 1024.
+	forksSent map[string]bool
 	// known is, per resource, an epoch the cluster has certainly reached
 	// (this client's last token, or what refusals taught it): the next
 	// acquisition starts above it without a status round.
@@ -526,6 +529,10 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 			return nil, err
 		}
 		c.checkEquivocation(resource, sts)
+		// Issue 21: a fork is not acquired above silently.
+		if f := c.findFork(resource, sts); f != nil {
+			return nil, &ForkError{Op: fmt.Sprintf("acquire %q", resource), Fork: *f}
+		}
 	}
 	proof, votesProof := c.proofs(p, sts)
 	epoch := p.pick(sts, proof)

@@ -29,7 +29,30 @@ var (
 	ErrLost = errors.New("client: lease lost")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrFork: the nodes know two valid tokens for one (resource, epoch)
+	// with different holders: more than f nodes signed twice, or were
+	// restored from old copies of their vote stores (issue 21). S1 no
+	// longer holds for the resource, so Acquire stops rather than take
+	// an epoch above the fork. A *ForkError carries the fork.
+	ErrFork = errors.New("client: fork")
 )
+
+// ForkError reports a fork a status round found: two certified tokens
+// with valid signatures for one (resource, epoch) and different holders.
+// It unwraps to ErrFork.
+type ForkError struct {
+	Op   string
+	Fork protocol.Fork
+}
+
+// Error names the operation, the fork's ID, resource, epoch and holders.
+func (e *ForkError) Error() string {
+	return fmt.Sprintf("client: %s: fork %s: two valid tokens for %q at epoch %d, holders %s and %s (more than f nodes signed twice)",
+		e.Op, e.Fork.ID(), e.Fork.Resource(), e.Fork.Epoch(), e.Fork.A.Holder.Short(), e.Fork.B.Holder.Short())
+}
+
+// Unwrap lets errors.Is find ErrFork.
+func (e *ForkError) Unwrap() error { return ErrFork }
 
 // NodeError is one node's failure, named by index and peer ID.
 type NodeError struct {

@@ -110,6 +110,74 @@ func (c *Client) bestToken(resource string, sts []NodeStatus) *protocol.Token {
 	return nil
 }
 
+// findFork looks for a fork among the certified tokens nodes report: two
+// claims at one epoch with different holders, both of which verify. Only
+// such pairs are checked (the cheap comparison comes first), each claim
+// at most once and at most t of them, and the verifier remembers good
+// tokens: liars make the client pay at most a few pairings, never one per
+// round. A fork found is also sent to every node (ProtoFork), which
+// records it.
+func (c *Client) findFork(resource string, sts []NodeStatus) *protocol.Fork {
+	var claims []protocol.Token
+	for _, s := range sts {
+		if t := s.Certified; t != nil && t.Cluster == c.cfg.Cluster.ID && t.Resource == resource {
+			claims = append(claims, *t)
+		}
+	}
+	valid := map[int]bool{} // claim index -> verified
+	checks := 0
+	ok := func(i int) bool {
+		if v, done := valid[i]; done {
+			return v
+		}
+		if checks >= c.t {
+			return false
+		}
+		checks++
+		valid[i] = c.verifier.VerifyFor(claims[i], resource) == nil
+		return valid[i]
+	}
+	for i := range claims {
+		for j := i + 1; j < len(claims); j++ {
+			x, y := claims[i], claims[j]
+			if x.Epoch != y.Epoch || x.Holder == y.Holder || !ok(i) || !ok(j) {
+				continue
+			}
+			f, err := protocol.NewFork(x, y)
+			if err != nil {
+				continue
+			}
+			c.reportFork(f)
+			return &f
+		}
+	}
+	return nil
+}
+
+// reportFork sends f to every node in the background, once per fork per
+// client (at most 1024 remembered).
+func (c *Client) reportFork(f protocol.Fork) {
+	b, err := f.MarshalBinary()
+	if err != nil {
+		return
+	}
+	id := f.ID()
+	c.mu.Lock()
+	if c.forksSent[id] {
+		c.mu.Unlock()
+		return
+	}
+	if c.forksSent == nil || len(c.forksSent) >= 1024 {
+		c.forksSent = map[string]bool{}
+	}
+	c.forksSent[id] = true
+	c.mu.Unlock()
+	log.Errorw("fork: two valid tokens for one resource and epoch", "resource", f.Resource(), "epoch", f.Epoch(), "fork", id)
+	for _, m := range c.members {
+		c.goFunc(func() { _, _ = c.call(c.ctx, m, protocol.ProtoFork, b) })
+	}
+}
+
 // checkVote does the cheap checks on a vote: the partial's index is the
 // sender's, and the identity signature over the statement is the sender's
 // (what makes two conflicting votes evidence). The partial itself is

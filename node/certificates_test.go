@@ -71,11 +71,13 @@ func TestCommitKeepsCertificate(t *testing.T) {
 	require.Len(t, d.record("orders-1").Certificates, 1)
 
 	// A fork: members 2 and 3 also voted for b at epoch 5. Its Commit is
-	// relayed by a member (no lease for it), and its certificate is kept.
+	// relayed by a member: refused as a fork (recorded), and its
+	// certificate is kept.
 	stB := d.lc.cluster.Statement("orders-1", 5, hb)
 	tokB := d.token(stB)
 	member2 := peerOf(t, d.lc.cluster.File.Nodes[1].PeerID)
-	require.Equal(t, protocol.CodeOK, d.commitReq(member2, protocol.CommitRequest{Token: tokB, Certificate: d.certVotes(stB, 2, 3, 4)}).Code)
+	require.Equal(t, protocol.CodeFork, d.commitReq(member2, protocol.CommitRequest{Token: tokB, Certificate: d.certVotes(stB, 2, 3, 4)}).Code)
+	require.Equal(t, 1, d.n.Forks())
 	got = d.forensics(b, "orders-1", 5)
 	require.Len(t, got.Certificates, 2)
 	v := protocol.Convict(d.lc.cluster, "orders-1", 5, got.Certificates)
@@ -87,7 +89,7 @@ func TestCommitKeepsCertificate(t *testing.T) {
 	// A third holder at the same epoch is not kept: two per epoch.
 	hc := keyHolder(a.String(), 9)
 	stC := d.lc.cluster.Statement("orders-1", 5, hc)
-	require.Equal(t, protocol.CodeOK, d.commitReq(member2, protocol.CommitRequest{Token: d.token(stC), Certificate: d.certVotes(stC, 1, 2, 3)}).Code)
+	require.Equal(t, protocol.CodeFork, d.commitReq(member2, protocol.CommitRequest{Token: d.token(stC), Certificate: d.certVotes(stC, 1, 2, 3)}).Code)
 	require.Len(t, d.record("orders-1").Certificates, 2)
 }
 
@@ -158,13 +160,16 @@ func TestCertificatesBoundedPerResource(t *testing.T) {
 	d := newCertDriver(t, NewMemStore())
 	a, b := d.lc.everything, d.lc.ordersOnly
 	member2 := peerOf(t, d.lc.cluster.File.Nodes[1].PeerID)
-	commit := func(epoch uint64, h protocol.Holder) {
+	commitWant := func(want protocol.Code, epoch uint64, h protocol.Holder) {
 		st := d.lc.cluster.Statement("orders-x", epoch, h)
 		ack := d.commitReq(member2, protocol.CommitRequest{Token: d.token(st), Certificate: d.certVotes(st, 1, 2, 3)})
-		require.Equal(t, protocol.CodeOK, ack.Code)
+		require.Equal(t, want, ack.Code)
 	}
+	commit := func(epoch uint64, h protocol.Holder) { commitWant(protocol.CodeOK, epoch, h) }
 	commit(1, limitsHolder(a.String()))
-	commit(1, limitsHolder(b.String())) // a fork at epoch 1
+	// A fork at epoch 1: refused, recorded, and its certificate kept.
+	commitWant(protocol.CodeFork, 1, limitsHolder(b.String()))
+	require.Equal(t, 1, d.n.Forks())
 	for e := uint64(2); e <= 12; e++ {
 		commit(e, limitsHolder(a.String()))
 	}

@@ -45,6 +45,12 @@ const (
 	// EvidenceFileName holds evidence of equivocation the node saw, one
 	// JSON object per line: {"a": "<hex SignedVote>", "b": "..."}.
 	EvidenceFileName = "evidence.jsonl"
+	// ForkFileName holds the forks the node saw (two valid tokens for one
+	// resource and epoch with different holders, issue 21), one JSON
+	// object a line ({"fork": text form}), appended and fsynced. It sits
+	// beside the evidence file rather than in it, so that releases that
+	// read only evidence of equivocation keep reading theirs.
+	ForkFileName = "forks.jsonl"
 )
 
 // NodeFile is node.json: the node's own settings.
@@ -188,7 +194,13 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 			log.Errorw("cannot record evidence", "file", evPath, "err", err)
 		}
 	}
-	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules, OnEvidence: onEvidence, AdminSecret: secret}, store, h, clock)
+	forkPath := filepath.Join(d.Path, ForkFileName)
+	onFork := func(f protocol.Fork) {
+		if err := appendFork(forkPath, f); err != nil {
+			log.Errorw("cannot record fork", "file", forkPath, "fork", f.ID(), "err", err)
+		}
+	}
+	n, err := New(Config{Cluster: d.Cluster, Share: d.Share, Hooks: hooks, Rules: rules, OnEvidence: onEvidence, OnFork: onFork, AdminSecret: secret}, store, h, clock)
 	if err != nil {
 		_ = h.Close()
 		_ = store.Close()
@@ -199,6 +211,11 @@ func (d *Dir) StartWith(clock clockwork.Clock, hooks Hooks, rules Rules) (*Runni
 		log.Warnw("cannot read the evidence file; its entries do not count against the cap", "file", evPath, "err", err)
 	} else {
 		n.seedEvidence(prior)
+	}
+	if prior, err := parseForkFile(forkPath); err != nil {
+		log.Warnw("cannot read the fork file; its entries do not count against the caps", "file", forkPath, "err", err)
+	} else {
+		n.seedForks(prior)
 	}
 	return &Running{Node: n, gater: gater, host: h, store: store, dirPath: d.Path}, nil
 }
@@ -297,6 +314,85 @@ func parseEvidenceFile(path string) ([]protocol.Evidence, error) {
 			return nil, fmt.Errorf("node: evidence line %d: %w", i+1, err)
 		}
 		out = append(out, protocol.Evidence{A: va, B: vb})
+	}
+	return out, nil
+}
+
+// forkLine is one line of the fork file.
+type forkLine struct {
+	Fork string `json:"fork"` // protocol.Fork's text form
+}
+
+// appendFork appends one fork to the fork file and fsyncs it.
+func appendFork(path string, f protocol.Fork) error {
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("node: record fork: %w", err)
+	}
+	b, err := json.Marshal(forkLine{Fork: f.String()})
+	if err != nil {
+		return fmt.Errorf("node: encode fork: %w", err)
+	}
+	evidenceMu.Lock()
+	defer evidenceMu.Unlock()
+	file, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("node: open fork file: %w", err)
+	}
+	if _, err := file.Write(append(b, '\n')); err != nil {
+		_ = file.Close()
+		return fmt.Errorf("node: write fork file: %w", err)
+	}
+	if err := file.Sync(); err != nil {
+		_ = file.Close()
+		return fmt.Errorf("node: sync fork file: %w", err)
+	}
+	return file.Close()
+}
+
+// ReadForks reads a node directory's fork file (none: empty) and verifies
+// every fork against the cluster file (protocol.VerifyFork): each is
+// returned only if anyone with the cluster file could check it offline.
+func ReadForks(dir string) ([]protocol.Fork, error) {
+	c, err := protocol.LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	fs, err := parseForkFile(filepath.Join(dir, ForkFileName))
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range fs {
+		if err := protocol.VerifyFork(c, f); err != nil {
+			return nil, fmt.Errorf("node: fork line %d does not verify: %w", i+1, err)
+		}
+	}
+	return fs, nil
+}
+
+// parseForkFile decodes a fork file (none: empty) strictly
+// (protocol.ParseForkText), without checking signatures.
+func parseForkFile(path string) ([]protocol.Fork, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: read forks: %w", err)
+	}
+	var out []protocol.Fork
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l forkLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			return nil, fmt.Errorf("node: fork line %d: %w", i+1, err)
+		}
+		f, err := protocol.ParseForkText(l.Fork)
+		if err != nil {
+			return nil, fmt.Errorf("node: fork line %d: %w", i+1, err)
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }

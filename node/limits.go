@@ -29,6 +29,11 @@ type Limits struct {
 	// (and written to disk) per accused member. Further evidence against
 	// that member is dropped before its signatures are checked.
 	EvidencePerMember int
+	// ForksPerResource is the most forks (two valid tokens for one
+	// resource and epoch, issue 21) kept, written and passed on per
+	// resource; Forks the most in all. Further forks are dropped before
+	// their signatures are checked.
+	ForksPerResource, Forks int
 	// BadSigBurst and BadSigRate are a token bucket per peer on signature
 	// checks that fail: a peer may cost the node BadSigBurst failed checks
 	// at once and BadSigRate per second in the long run. Only failures are
@@ -59,6 +64,8 @@ type Limits struct {
 var DefaultLimits = Limits{
 	RecordCache:       16384,
 	EvidencePerMember: 4,
+	ForksPerResource:  2,
+	Forks:             256,
 	BadSigBurst:       4,
 	BadSigRate:        1,
 	BadSigCache:       1024,
@@ -78,6 +85,12 @@ func (l *Limits) fill() {
 	}
 	if l.EvidencePerMember <= 0 {
 		l.EvidencePerMember = d.EvidencePerMember
+	}
+	if l.ForksPerResource <= 0 {
+		l.ForksPerResource = d.ForksPerResource
+	}
+	if l.Forks <= 0 {
+		l.Forks = d.Forks
 	}
 	if l.BadSigBurst <= 0 {
 		l.BadSigBurst = d.BadSigBurst
@@ -116,6 +129,10 @@ type LimitStats struct {
 	// EvidenceKept the pieces kept; EvidenceDropped those dropped
 	// unchecked because their member had reached EvidencePerMember.
 	EvidenceChecks, EvidenceKept, EvidenceDropped uint64
+	// ForkChecks counts forks whose signatures were checked (ProtoFork);
+	// ForksKept the forks recorded, from any source; ForksDropped those
+	// dropped unchecked for the caps (ForksPerResource, Forks).
+	ForkChecks, ForksKept, ForksDropped uint64
 	// Unauthorised counts requests refused by the ACL.
 	Unauthorised uint64
 }
@@ -124,6 +141,7 @@ type LimitStats struct {
 type limitCounters struct {
 	tokenChecks, badTokens, throttled, cachedBad          atomic.Uint64
 	evidenceChecks, evidenceKept, evidenceDropped, unauth atomic.Uint64
+	forkChecks, forksKept, forksDropped                   atomic.Uint64
 }
 
 // LimitStats returns what the node's limits did so far.
@@ -138,6 +156,9 @@ func (n *Node) LimitStats() LimitStats {
 		EvidenceChecks:  c.evidenceChecks.Load(),
 		EvidenceKept:    c.evidenceKept.Load(),
 		EvidenceDropped: c.evidenceDropped.Load(),
+		ForkChecks:      c.forkChecks.Load(),
+		ForksKept:       c.forksKept.Load(),
+		ForksDropped:    c.forksDropped.Load(),
 		Unauthorised:    c.unauth.Load(),
 	}
 }
@@ -360,4 +381,5 @@ func (n *Node) initLimits() {
 	n.badSigs = digestSet{max: l.BadSigCache}
 	n.recordCap = (l.RecordCache + numShards - 1) / numShards
 	n.evidence = evidenceBook{max: l.EvidencePerMember}
+	n.forks = forkBook{perResource: l.ForksPerResource, max: l.Forks}
 }

@@ -57,6 +57,15 @@ const (
 	// series each.
 	MetricEvidence         = "palisade_evidence_total"
 	MetricEvidenceRecorded = "palisade_evidence_recorded"
+	// MetricForks counts the forks (two valid tokens for one resource
+	// and epoch with different holders, issue 21) this node verified and
+	// recorded since it started, by where it saw them (ForkSource*
+	// constants: commit, relay, proof, gossip): a fixed set of series,
+	// as the members who signed twice are not known to the node.
+	// MetricForksRecorded is what it holds on record (its fork file
+	// included), capped by Limits.Forks.
+	MetricForks         = "palisade_forks_total"
+	MetricForksRecorded = "palisade_forks_recorded"
 	// MetricTurnedAway counts requests the node turned away before any
 	// rule ran, by cause (TurnedAway* constants).
 	MetricTurnedAway = "palisade_requests_turned_away_total"
@@ -98,6 +107,8 @@ type metrics struct {
 	reloads                            *prometheus.CounterVec // by result
 	evidence, turnedAway               *prometheus.CounterVec // by member; by cause
 	evidenceRecorded                   *prometheus.GaugeVec   // by member
+	forks                              *prometheus.CounterVec // by source
+	forksRecorded                      prometheus.Gauge
 	members                            int
 }
 
@@ -132,6 +143,10 @@ func (n *Node) newMetrics() *metrics {
 		reloads:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads, Help: "Reloads of cluster.json (SIGHUP), by result: applied or refused."}, []string{"result"}),
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEvidence,
 			Help: "Pieces of evidence of equivocation (two conflicting signed votes) this node verified and recorded since it started, by accused member index."}, []string{"member"}),
+		forks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricForks,
+			Help: "Forks (two valid tokens for one resource and epoch with different holders) this node verified and recorded since it started, by where it saw them: commit, relay, proof or gossip."}, []string{"source"}),
+		forksRecorded: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricForksRecorded,
+			Help: "Forks this node holds on record (its fork file included); capped (Limits.Forks)."}),
 		evidenceRecorded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricEvidenceRecorded,
 			Help: "Pieces of evidence of equivocation this node holds on record (its evidence file included), by accused member index; capped per member (Limits.EvidencePerMember)."}, []string{"member"}),
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricTurnedAway,
@@ -147,7 +162,7 @@ func (n *Node) newMetrics() *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricWaiters, Help: "Clients queued waiting for a resource (Wait long polls, push handoff)."},
 			func() float64 { return float64(n.waiterTotal.Load()) }),
 		m.commitSeconds, m.commitBatch, m.memberUp, m.memberRTT, m.reloads,
-		m.evidence, m.evidenceRecorded, m.turnedAway,
+		m.evidence, m.evidenceRecorded, m.turnedAway, m.forks, m.forksRecorded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricReady, Help: "1 while the node is ready (what /readyz answers: store readable, member probes running, at least t members reachable), else 0."},
 			func() float64 {
 				ctx, cancel := context.WithTimeout(n.ctx, readyTimeout)
@@ -184,6 +199,9 @@ func (n *Node) newMetrics() *metrics {
 	for _, c := range turnedAwayCauses {
 		m.turnedAway.WithLabelValues(c)
 	}
+	for _, s := range forkSources {
+		m.forks.WithLabelValues(s)
+	}
 	return m
 }
 
@@ -204,6 +222,15 @@ func (m *metrics) evidenceKept(member int, isNew bool) {
 		m.evidence.WithLabelValues(l).Inc()
 	}
 	m.evidenceRecorded.WithLabelValues(l).Inc()
+}
+
+// forkKept counts a fork recorded: isNew marks one verified and recorded
+// now, from source (not read from the fork file).
+func (m *metrics) forkKept(source string, isNew bool) {
+	if isNew {
+		m.forks.WithLabelValues(source).Inc()
+	}
+	m.forksRecorded.Inc()
 }
 
 // observeCommit is the vote store's commit observer (BoltStore).

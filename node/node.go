@@ -62,6 +62,11 @@ type Config struct {
 	// OnEvidence, if set, receives each new piece of verified evidence of
 	// equivocation the node sees (Dir.Start appends it to evidence.jsonl).
 	OnEvidence func(protocol.Evidence)
+	// OnFork, if set, receives each new verified fork the node sees (two
+	// valid tokens for one resource and epoch with different holders),
+	// before the node answers the request that showed it. Dir.Start
+	// appends it to forks.jsonl, fsynced.
+	OnFork func(protocol.Fork)
 	// Limits bound what one admitted peer can make the node keep or
 	// compute (zero: DefaultLimits).
 	Limits Limits
@@ -181,6 +186,7 @@ type Node struct {
 	badSigs   digestSet
 	recordCap int // per shard
 	evidence  evidenceBook
+	forks     forkBook
 
 	// laterEra is logged once: a node that is asked about a later era
 	// belongs to a group that was reshared and should be stopped.
@@ -277,6 +283,7 @@ func (n *Node) handlers() map[string]handlerFunc {
 		protocol.ProtoRelease:   n.guard(protocol.ProtoRelease, n.handleRelease),
 		protocol.ProtoAbandon:   n.guard(protocol.ProtoAbandon, n.handleAbandon),
 		protocol.ProtoEvidence:  n.handleEvidenceBounded,
+		protocol.ProtoFork:      n.handleFork,
 		protocol.ProtoWait:      n.handleWait,
 		protocol.ProtoLocks:     n.guard(protocol.ProtoLocks, n.handleLocks),
 		protocol.ProtoForensics: n.guard(protocol.ProtoForensics, n.handleForensics),
@@ -607,9 +614,20 @@ func (n *Node) handleAcquire(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return refuse(protocol.CodeBadRequest, 0, "vote proof: "+err.Error()), nil
 	}
 	stmt := n.stmt(req.Resource, req.Epoch, holder)
+	var fork *protocol.Fork
 	o, err := n.applyIn(ctx, req.Resource, func(sh *shard, rec Record, now time.Time) (Outcome, error) {
+		if req.Proof != nil {
+			// The proof was verified above: against the certified token
+			// at its epoch, it is a fork (issue 21), recorded below.
+			if f, ok := forkWith(rec.Certified, *req.Proof); ok {
+				fork = &f
+			}
+		}
 		return n.voteStep(sh, rec, holder, stmt, req.TTL, req.Proof, seen, now)
 	})
+	if fork != nil {
+		n.recordFork(*fork, ForkSourceProof, from)
+	}
 	if err != nil {
 		logFailed(ctx, "acquire failed", err, "resource", req.Resource, "epoch", req.Epoch, "peer", from)
 		return refuse(protocol.CodeInternal, 0, "node failed to record the vote"), nil
@@ -798,12 +816,22 @@ func (n *Node) applyToken(ctx context.Context, from peer.ID, tok protocol.Token,
 	for verified := false; ; verified = true {
 		o, err := n.apply(ctx, tok.Resource, func(rec Record, now time.Time) (Outcome, error) {
 			shown := Shown{Verified: verified || SameCertified(rec, tok), Key: keyed}
-			if !shown.Verified && !shown.unchecked(rec, from.String(), tok) {
+			// A token that may fork the certified one is always checked,
+			// so that the fork it makes is proven (issue 21).
+			_, forks := forkWith(rec.Certified, tok)
+			if !shown.Verified && (forks || !shown.unchecked(rec, from.String(), tok)) {
 				return Outcome{}, errCheck
 			}
 			return rule(rec, shown, now), nil
 		})
 		if verified || !errors.Is(err, errCheck) {
+			if err == nil && o.Fork != nil {
+				source := ForkSourceRelay
+				if from.String() == tok.Holder.ID {
+					source = ForkSourceCommit
+				}
+				n.recordFork(*o.Fork, source, from)
+			}
 			return n.ack(ctx, from, o, err)
 		}
 		// S2: only a signature under the group key teaches the node.

@@ -98,6 +98,9 @@ type Outcome struct {
 	LeaseEpoch uint64
 	Left       time.Duration
 	Pending    bool // the busy lease is an uncommitted vote
+	// Fork is the fork a Commit showed (a verified token against the
+	// certified token of the record): the driver records it (recordFork).
+	Fork *protocol.Fork
 }
 
 // Acquire is the pure voting rule. The caller has already checked the
@@ -226,13 +229,27 @@ func (r Rules) Commit(rec Record, sender string, tok protocol.Token, shown Shown
 		return o.refuse(protocol.CodeBadRequest, "token not checked") // the driver never gets here
 	}
 	o.expire(now)
+	n := &o.Next
+	// Issue 21: a valid token for another holder at the certified token's
+	// epoch is a fork (more than f members signed twice). It starts no
+	// lease, whoever sends it: the driver records the fork instead.
 	if shown.Verified {
+		if f, ok := forkWith(n.Certified, tok); ok {
+			o.Fork = &f
+			return o.refuse(protocol.CodeFork, forkMessage(f))
+		}
 		o.catchUp(tok, now)
 	}
-	n := &o.Next
 	// S6: a token is bound to its holder's identity: only it starts a lease.
 	if sender != tok.Holder.ID {
 		return o // learned the epoch; the lease is the holder's business
+	}
+	// Issue 21: nor does a token replace another holder's committed lease
+	// at its epoch (one whose token the node took unchecked, so it holds
+	// no certified token to prove the fork with): S1 allows one holder per
+	// epoch, so one of the two tokens is a fork's.
+	if l := n.Lease; l.Committed && l.Epoch == tok.Epoch && l.Holder != tok.Holder && tok.Epoch > n.Released {
+		return o.refuse(protocol.CodeFork, fmt.Sprintf("another holder's lease was committed at epoch %d: the token forks it", tok.Epoch))
 	}
 	if tok.Epoch < n.Lease.Epoch || tok.Epoch < n.LastEpoch {
 		return o.refuse(protocol.CodeStale, fmt.Sprintf("token epoch %d is superseded (last epoch %d)", tok.Epoch, n.LastEpoch))

@@ -38,6 +38,10 @@ const (
 	// ProtoEvidence carries Evidence of equivocation to a node, which
 	// checks and records it. Its reply is an Ack.
 	ProtoEvidence = "/palisade/evidence/1.0.0"
+	// ProtoFork carries a Fork (its binary form, Fork.MarshalBinary) to a
+	// node, which verifies it (VerifyFork), records it and passes it on
+	// to the other members once. Its reply is an Ack.
+	ProtoFork = "/palisade/fork/1.0.0"
 )
 
 // Frame and field limits.
@@ -131,10 +135,17 @@ const (
 	// era's floor. The node belongs to an earlier era (its group was
 	// reshared) and must be stopped; it never votes or catches up there.
 	CodeOtherEra Code = 9
-	codeMax      Code = 9
+	// CodeFork: the token forks one the node holds as certified (same
+	// resource and epoch, another holder, both signatures valid), or
+	// another holder's committed lease at its epoch. The node refuses to
+	// start a lease for it and records the fork (issue 21). Peers of an
+	// earlier release, which know no code above 9, read it as malformed:
+	// a failure either way.
+	CodeFork Code = 10
+	codeMax  Code = 10
 )
 
-var codeNames = [...]string{"ok", "stale epoch", "epoch too far ahead", "unauthorised", "wrong cluster", "bad request", "not the holder", "no lease", "internal error", "node of an earlier era"}
+var codeNames = [...]string{"ok", "stale epoch", "epoch too far ahead", "unauthorised", "wrong cluster", "bad request", "not the holder", "no lease", "internal error", "node of an earlier era", "fork"}
 
 // String names the code.
 func (c Code) String() string {

@@ -258,7 +258,8 @@ func TestCodeString(t *testing.T) {
 		CodeNoLease:      "no lease",
 		CodeInternal:     "internal error",
 		CodeOtherEra:     "node of an earlier era",
-		codeMax + 1:      "code(10)",
+		CodeFork:         "fork",
+		codeMax + 1:      "code(11)",
 		255:              "code(255)",
 	} {
 		require.Equal(t, want, c.String())
@@ -266,7 +267,8 @@ func TestCodeString(t *testing.T) {
 	// Every code up to codeMax has its own name.
 	seen := map[string]bool{}
 	require.Equal(t, Code(9), CodeOtherEra, "codes are on the wire: never renumber")
-	require.Equal(t, CodeOtherEra, codeMax)
+	require.Equal(t, Code(10), CodeFork, "codes are on the wire: never renumber")
+	require.Equal(t, CodeFork, codeMax)
 	for c := Code(0); c <= codeMax; c++ {
 		require.False(t, seen[c.String()])
 		require.False(t, strings.HasPrefix(c.String(), "code("))

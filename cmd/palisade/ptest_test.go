@@ -58,7 +58,9 @@ import (
 //	    "bob", and writes PREFIX-alice.tok and PREFIX-bob.tok (text
 //	    forms), their fork as PREFIX.txt (text form) and PREFIX.bin
 //	    (binary form), and PREFIX-forged.txt: a fork whose second token
-//	    carries the first one's signature (it decodes, never verifies)
+//	    carries the first one's signature (it decodes, never verifies);
+//	    PREFIX.jsonl and PREFIX-forged.jsonl hold each as a line of a
+//	    node's fork file (forks.jsonl)
 func ptestMain() {
 	if err := ptest(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "ptest: %v\n", err)
@@ -305,12 +307,18 @@ func ptestFork(dir, resource, epochText, prefix string) error {
 	if err != nil {
 		return err
 	}
+	line := func(f protocol.Fork) []byte {
+		b, _ := json.Marshal(map[string]string{"fork": f.String()}) // a map of strings always encodes
+		return append(b, '\n')
+	}
 	files := map[string][]byte{
-		prefix + "-alice.tok":  []byte(alice.String() + "\n"),
-		prefix + "-bob.tok":    []byte(bob.String() + "\n"),
-		prefix + ".txt":        []byte(fork.String() + "\n"),
-		prefix + ".bin":        bin,
-		prefix + "-forged.txt": []byte(forgedFork.String() + "\n"),
+		prefix + ".jsonl":        line(fork),
+		prefix + "-forged.jsonl": line(forgedFork),
+		prefix + "-alice.tok":    []byte(alice.String() + "\n"),
+		prefix + "-bob.tok":      []byte(bob.String() + "\n"),
+		prefix + ".txt":          []byte(fork.String() + "\n"),
+		prefix + ".bin":          bin,
+		prefix + "-forged.txt":   []byte(forgedFork.String() + "\n"),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(name, b, 0o644); err != nil {

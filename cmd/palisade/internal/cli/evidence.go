@@ -12,7 +12,8 @@ import (
 	"github.com/palisade-dev/palisade/node"
 )
 
-// runEvidence lists the verified evidence of a node directory.
+// runEvidence lists the verified evidence of a node directory: evidence of
+// equivocation (evidence.jsonl), then forks (forks.jsonl).
 func runEvidence(_ context.Context, e *env, cfg Config, args []string) error {
 	if len(args) != 0 {
 		return usageErrorf("evidence", "evidence: unexpected argument %q", args[0])
@@ -27,7 +28,11 @@ func runEvidence(_ context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(evs) == 0 {
+	forks, err := node.ReadForks(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 && len(forks) == 0 {
 		fmt.Fprintln(e.stdout, "no evidence")
 		return nil
 	}
@@ -35,6 +40,10 @@ func runEvidence(_ context.Context, e *env, cfg Config, args []string) error {
 		fmt.Fprintf(e.stdout, "node=%d resource=%s epoch=%d holders=%s,%s a=%s b=%s\n",
 			ev.A.Node, ev.A.Statement.Resource, ev.A.Statement.Epoch, ev.A.Statement.Holder, ev.B.Statement.Holder,
 			hex.EncodeToString(ev.A.Marshal()), hex.EncodeToString(ev.B.Marshal()))
+	}
+	for _, f := range forks {
+		fmt.Fprintf(e.stdout, "fork id=%s resource=%s epoch=%d holders=%s,%s fork=%s\n",
+			f.ID(), f.Resource(), f.Epoch(), f.A.Holder, f.B.Holder, f)
 	}
 	return nil
 }

@@ -337,7 +337,18 @@ nodes check it and append it to DIR/nodeI/evidence.jsonl. Each entry is
 verified again here against the node directory's cluster.json, and is
 printed as one line: the guilty node, resource, epoch, both holders, and
 the hex of both signed votes, which anyone can check offline with the
-node's public identity key. Works while the node runs.
+node's public identity key.
+
+It then lists the forks the node recorded (DIR/nodeI/forks.jsonl): two
+valid tokens for one (resource, epoch) with different holders, which
+prove that more than f nodes signed twice or were restored from old vote
+stores. The node records one when it is shown a token that conflicts with
+the one it holds as certified (a Commit, a relayed Commit, an Acquire's
+proof), or when a member or client passes it one. Each is verified again
+here against cluster.json and printed as one line: "fork", its ID,
+resource, epoch, both holders, and the fork itself (its text form, which
+"palisade fork" checks; "palisade forensics RESOURCE EPOCH" names the
+nodes that signed both). Works while the node runs.
 
 Flags (environment variable in brackets):
     --dir DIR   the node directory [PALISADE_DIR]
@@ -345,6 +356,7 @@ Flags (environment variable in brackets):
 Example:
     $ palisade evidence --dir /tmp/pal/node2
     node=1 resource=orders-db epoch=7 holders=12D3KooWA…,12D3KooWB… a=01… b=01…
+    fork id=5c1e… resource=orders-db epoch=9 holders=12D3KooWA…/1f2e…,12D3KooWC…/77a0… fork=pf3.…
     $ palisade evidence --dir /tmp/pal/node3
     no evidence
 `
