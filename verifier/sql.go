@@ -305,8 +305,7 @@ func (s *SQLStore) migrate(ctx context.Context) (err error) {
 	case SQLite:
 		// journal_mode answers with the mode now in force ("memory" for an
 		// in-memory database, which cannot use WAL).
-		var mode string
-		if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		if err := setSQLiteWAL(ctx, conn); err != nil {
 			return fmt.Errorf("verifier: set sqlite journal mode: %w", err)
 		}
 		// BEGIN IMMEDIATE takes the write lock before the version is read
@@ -738,4 +737,40 @@ func (t *sqlTx) Delete(key string) error {
 		return fmt.Errorf("verifier: delete %q: %w", key, err)
 	}
 	return nil
+}
+
+// setSQLiteWAL switches a SQLite database to write-ahead logging (the
+// answer, the mode now in force, is "memory" for an in-memory database,
+// which cannot use WAL). Changing the journal mode needs the database to
+// itself, and SQLite answers SQLITE_BUSY at once, without waiting
+// busy_timeout, while another connection holds it: as when several
+// processes open a new database together. So it tries again every 10 ms
+// for up to SQLiteBusyTimeoutMillis, or until ctx ends.
+func setSQLiteWAL(ctx context.Context, conn *sql.Conn) error {
+	deadline := time.Now().Add(time.Duration(SQLiteBusyTimeoutMillis) * time.Millisecond)
+	for {
+		var mode string
+		err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		if err == nil || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY (primary code 5),
+// from a driver whose errors have a Code method, or by its message.
+func sqliteBusy(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		return coded.Code()&0xff == 5
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
 }
