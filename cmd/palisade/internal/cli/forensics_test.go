@@ -24,8 +24,8 @@ import (
 // other by 2, 3 and 4 (members 3 and 4 voting twice, as restored or
 // colluding nodes would), committed with their certificates to node 1 and
 // node 2 respectively. palisade forensics names members 3 and 4, and only
-// them, exits 7, and hands their evidence to every member; with no fork
-// it says so and exits 0.
+// them, exits 7, and hands their evidence and the fork of the two tokens
+// to every member; with no fork it says so and exits 0.
 func TestForensicsConvicts(t *testing.T) {
 	dir := t.TempDir()
 	nw, err := testnet.Start(dir, testnet.Options{Keygen: testnet.KeygenOptions{N: 4, Rand: rand.New(rand.NewSource(21))}})
@@ -84,6 +84,16 @@ func TestForensicsConvicts(t *testing.T) {
 	}
 	require.Contains(t, out, "fork at orders-db epoch 1: 2 members convicted")
 	require.Contains(t, errs, "2 members voted for two holders")
+
+	// The members' certified tokens fork too: forensics prints the fork
+	// and shows it to every member. Node 1 held only A's token and node 2
+	// only B's; both now list the fork, which palisade fork checks.
+	require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=1 holders=\S+,\S+ fork=pf3\.\S+$`, out)
+	for _, dir := range nw.Keys.NodeDirs[:2] {
+		code, ev, errs := runCmd(t, "evidence", "--dir", dir)
+		require.Equal(t, 0, code, errs)
+		require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=1 `, ev, dir)
+	}
 
 	// The culprits' evidence reached the members: palisade evidence on
 	// node 1 (which never saw the second token) lists both.
