@@ -20,8 +20,9 @@ package testnet
 // vote) and writes through the resource's fence; then the forgetful nodes
 // are restarted from their copies, and victim B, which reaches the c
 // nodes and the other half, none of which remembers A's epoch, acquires
-// at e0+1 too and writes: the fence has seen both tokens and must refuse
-// B with verifier.ErrFork. A writes once more (its holder set the
+// at e0+1 too (or again, epoch by epoch, until it reaches A's, at most
+// forkClimb times) and writes: the fence has seen both tokens and must
+// refuse B with verifier.ErrFork. A writes once more (its holder set the
 // barrier: admitted), both release, the partition is lifted, and the
 // oracle runs forensics over the members for every fork (see
 // oracle.judgeForensics for the rule).
@@ -197,6 +198,9 @@ func (cl *forkColluder) Request(ctx context.Context, m *Member, proto string, fr
 	return nil, false, nil
 }
 
+// forkClimb bounds B's acquisitions in the fork attack (forkRun.run).
+const forkClimb = 8
+
 // forkRun is the fork attack of one scenario run.
 type forkRun struct {
 	plan   *forkPlan
@@ -257,6 +261,7 @@ func (fr *forkRun) run(ctx context.Context) {
 			fr.logf("fork attack: %s: acquire %q failed: %v", label, res, err)
 			return nil, false
 		}
+		fr.logf("fork attack: %s got %q epoch %d", label, res, l.Token().Epoch)
 		o.forkAcquired(label, l.Token())
 		return l, true
 	}
@@ -318,6 +323,15 @@ func (fr *forkRun) run(ctx context.Context) {
 	// 5. B acquires through the bad nodes and the other half, and writes
 	// where A wrote; then A writes again.
 	lb, okB := acquire(cb, "forkB")
+	// B's epoch comes from the nodes it reaches, none of which knows A's;
+	// if it lies below A's (A's first round lost to a late release, or a
+	// node of A's half was ahead), B takes the lock again, one epoch
+	// higher each time, until it reaches A's, as an adversary that saw
+	// A's token would have it do.
+	for try := 2; okA && okB && lb.Token().Epoch < la.Token().Epoch && try <= forkClimb; try++ {
+		release(lb)
+		lb, okB = acquire(cb, fmt.Sprintf("forkB#%d", try))
+	}
 	if okB {
 		write(lb, "forkB")
 	}
