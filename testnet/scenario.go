@@ -42,6 +42,17 @@ package testnet
 // and that each group stays inside its era. TestScenarioKinds pins seeds
 // of each kind.
 //
+// Forks (issue 21, about 12% of seeds that do not reshare, see
+// scenario_fork.go) are the one kind where more than f nodes misbehave:
+// after the workload, f+1 to 2f nodes collude or are restarted from old
+// copies of their vote stores, and a partition leads two victim clients
+// into two tokens for one (resource, epoch). S1 may break there, and only
+// between the victims' tokens; the oracle then wants every fence that
+// sees both tokens to refuse the second holder with verifier.ErrFork, and
+// forensics to name at least f+1 culprits, none of them honest
+// (oracle.judgeForensics). Every other check (S2 against the honest
+// votes, S3, S4, S5 at the honest nodes) stays as it is.
+//
 // L2 with exactly t honest nodes reachable (f crashed, cut off or
 // Byzantine): every round needs all of them, so contenders on one resource
 // used to split their votes round after round. Three client changes end

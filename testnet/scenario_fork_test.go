@@ -9,6 +9,7 @@ package testnet
 import (
 	"context"
 	"errors"
+	mrand "math/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -177,4 +178,36 @@ func TestScenarioForkCatchesBrokenForensics(t *testing.T) {
 		t.Log(se)
 		require.True(t, hasViolation(se, "fork:", "want at least f+1"), "%v", se)
 	})
+}
+
+// TestOracleForkTolerance pins where the oracle lets S1 break: only in a
+// fork seed and only between the victims' tokens, which it then keeps as
+// a fork; two holders at one epoch anywhere else stay an S1 violation.
+func TestOracleForkTolerance(t *testing.T) {
+	keys, err := Keygen(t.TempDir(), KeygenOptions{N: 4, Clients: 2, Rand: mrand.New(mrand.NewSource(seedFor(t)))})
+	require.NoError(t, err)
+	base := scenarioPlan{n: 4, f: 1, t: 3, k: 2, r: 1, step: 16, byz: map[int]int{}, ops: make([][]clientOp, 2)}
+	forked := base
+	forked.fork = &forkPlan{mode: forkCollude, bad: []int{1, 2}, halfA: []int{3}, halfB: []int{4}}
+	for _, tc := range []struct {
+		name    string
+		p       scenarioPlan
+		victims []string
+		wantS1  bool
+	}{
+		{"not a fork seed", base, []string{"victim-a", "victim-b"}, true},
+		{"fork seed, the victims", forked, []string{"victim-a", "victim-b"}, false},
+		{"fork seed, one victim and another holder", forked, []string{"victim-a"}, true},
+	} {
+		o := newOracle(tc.p, keys.Cluster)
+		o.logf = t.Logf
+		o.forkVictims(tc.victims...)
+		o.forkAcquired("forkA", dealtToken(t, keys, "res-0", 5, "victim-a"))
+		o.forkAcquired("forkB", dealtToken(t, keys, "res-0", 5, "victim-b"))
+		gotS1 := slices.ContainsFunc(o.violations, func(v string) bool { return strings.HasPrefix(v, "S1:") })
+		require.Equal(t, tc.wantS1, gotS1, "%s: %v", tc.name, o.violations)
+		if !tc.wantS1 {
+			require.Len(t, o.forks[resEpoch{"res-0", 5}], 2, tc.name)
+		}
+	}
 }

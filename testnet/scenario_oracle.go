@@ -27,6 +27,13 @@ package testnet
 //     cluster file, a new group that does not start);
 //   - liveness (L2): checkLiveness, plus RunScenario's hard limit and a
 //     resharing that ran out of time (reshareFailed).
+//   - fork (issue 21, the fork kind only, scenario_fork.go): guard (a
+//     fence refuses a second holder at its barrier's epoch with
+//     verifier.ErrFork), forkWrite (a victim's write is admitted, stale,
+//     or refused with a fork that verifies and holds its token) and
+//     judgeForensics (at least f+1 culprits, none honest). In a fork seed
+//     S1 tolerates two holders at one (resource, epoch) only when both
+//     are the victims' (forkAllowed).
 
 import (
 	"context"
