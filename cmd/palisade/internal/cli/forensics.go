@@ -31,18 +31,20 @@ itself: forensics prints it and shows it to every member, which records
 it ("palisade evidence" lists it; "palisade fork" checks it).
 
 Output: a line "certificate holder=H signers=1,2,3" per certificate
-found, a line "fork id=ID resource=R epoch=E holders=H1,H2 fork=pf3.[...]"
-if the tokens fork, then one line per culprit, "culprit node=I peer=P resource=R
-epoch=E holders=H1,H2 a=HEX b=HEX" (the two signed votes, hex of their
-encodings, as "palisade evidence" prints them), then the verdict. Votes
-or certificates refused are reported on stderr.
+found, a line "fork id=ID resource=R epoch=E holders=H1,H2
+fork=pf3.[...]" if the tokens fork, then one line per culprit, "culprit
+node=I peer=P resource=R epoch=E holders=H1,H2 a=HEX b=HEX" (the two
+signed votes, hex of their encodings, as "palisade evidence" prints
+them), then the verdict. Votes or certificates refused are reported on
+stderr.
 
-Exit status: 7 when it convicts members, 0 when it finds no fork (it says
-so), 1 when the tokens fork but the certificates found do not convict
-(members of an earlier release keep none), 4 if no member answered, 5 if the identity is not a client of the
-cluster or may not access RESOURCE, 1 on other errors. Members that do
-not answer are named on stderr; their certificates are missing from the
-verdict, which is then a lower bound.
+Exit status: 7 when it convicts members, 8 when the tokens fork but the
+certificates found do not convict (members of an earlier release keep
+none), 0 when it finds no fork (it says so), 4 if no member answered, 5
+if the identity is not a client of the cluster or may not access
+RESOURCE, 1 on other errors. Members that do not answer are named on
+stderr; their certificates are missing from the verdict, which is then a
+lower bound.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
@@ -66,9 +68,11 @@ func forensicsFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Identity, "identity", c.Identity, "")
 }
 
-// runForensics gathers the members' vote certificates for (RESOURCE,
-// EPOCH) and prints the verdict: ExitConvicted if members signed votes
-// for two holders there, ExitOK if no fork was found.
+// runForensics gathers the members' vote certificates and certified
+// tokens for (RESOURCE, EPOCH) and prints the verdict: ExitConvicted if
+// members signed votes for two holders there, ExitForkUnnamed if the
+// tokens fork but no certificates name the culprits, ExitOK if no fork
+// was found.
 func runForensics(ctx context.Context, e *env, cfg Config, args []string) error {
 	if len(args) != 2 {
 		return usageErrorf("forensics", "forensics: want RESOURCE and EPOCH, got %d arguments", len(args))
@@ -111,7 +115,7 @@ func runForensics(ctx context.Context, e *env, cfg Config, args []string) error 
 	}
 	v := fx.Verdict
 	if len(v.Culprits) == 0 && fx.Fork != nil {
-		return fmt.Errorf("forensics: the members' tokens fork at %q epoch %d, but their certificates do not name the culprits (%d found; both holders' are needed)", resource, epoch, len(fx.Certificates))
+		return &exitError{code: ExitForkUnnamed, err: fmt.Errorf("forensics: the members' tokens fork at %q epoch %d, but their certificates do not name the culprits (%d found; both holders' are needed)", resource, epoch, len(fx.Certificates))}
 	}
 	if len(v.Culprits) == 0 {
 		switch {

@@ -102,6 +102,21 @@ func TestForensicsConvicts(t *testing.T) {
 		return code == 0 && strings.Contains(out, "node=3 ") && strings.Contains(out, "node=4 ") && !strings.Contains(out, "node=1 ") && !strings.Contains(out, "node=2 ")
 	}, 10*time.Second, 50*time.Millisecond)
 
+	// Tokens that fork, committed without their certificates (as a client
+	// of an earlier release would): the fork is proven and shown, its
+	// culprits are not named, exit 8.
+	noCert := func(req protocol.CommitRequest) protocol.CommitRequest {
+		req.Certificate = nil
+		return req
+	}
+	commitTo(1, noCert(forge(c.Statement("orders-db", 3, holderA), 1, 3, 4)))
+	commitTo(2, noCert(forge(c.Statement("orders-db", 3, holderB), 2, 3, 4)))
+	code, out, errs = runCmd(t, "forensics", "--cluster", cluster, "--identity", identity, "orders-db", "3")
+	require.Equal(t, ExitForkUnnamed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=3 `, out)
+	require.NotContains(t, out, "culprit")
+	require.Contains(t, errs, "certificates do not name the culprits")
+
 	// No fork at another epoch: said so, exit 0.
 	commitTo(3, forge(c.Statement("orders-db", 2, holderA), 1, 2, 3))
 	code, out, errs = runCmd(t, "forensics", "--cluster", cluster, "--identity", identity, "orders-db", "2")
