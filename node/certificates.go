@@ -33,20 +33,29 @@ import (
 // 1.7 KB per resource without forks (4 epochs), at most 3.4 KB; a
 // 10-member cluster (t = 7) about 770 bytes each, at most 6.2 KB; the
 // largest certificates (t = 255, the longest names) about 23 KB each, at
-// most 185 KB per resource. The record is rewritten on every Save of the
-// resource, so each vote writes its certificates again (in the same log
-// frame and fsync).
+// most 185 KB per resource. Each kept certificate keeps its token too
+// (Record.CertTokens, for forensics): about 230 bytes of JSON text for a
+// short name and an Ed25519 holder, at most 8 per resource, so about
+// 0.9 KB more per resource without forks. The record is rewritten on
+// every Save of the resource, so each vote writes its certificates and
+// tokens again (in the same log frame and fsync).
 const CertificateEpochs = 4
 
-// keepCertificate returns rec with cert kept, and whether it changed: a
+// keepCertificate returns rec with cert, and tok (the token it certifies),
+// kept, and whether it changed: a
 // certificate of a holder already certified at its epoch is not kept
 // again, at most protocol.MaxCertificatesPerEpoch are kept per epoch (the
 // second only for another holder: a fork), and at most CertificateEpochs
 // epochs are kept. When a new epoch does not fit, the oldest epoch with a
 // single certificate makes room (the oldest fork only if every kept epoch
 // forked); a certificate older than every kept epoch is not kept then.
-// The caller verified cert for its cluster.
-func keepCertificate(rec Record, cert protocol.Certificate) (Record, bool) {
+// The tokens kept (Record.CertTokens) follow the certificates: one per
+// kept certificate, dropped with it. A token is kept as its Commit
+// carried it, which may be unchecked (the holder's own Commit of the
+// statement this node voted for skips the pairing, Shown.unchecked):
+// forensics hands tokens out as claims, and the asker checks them before
+// it builds a fork. The caller verified cert for its cluster.
+func keepCertificate(rec Record, cert protocol.Certificate, tok protocol.Token) (Record, bool) {
 	epoch := cert.Statement.Epoch
 	count := map[uint64]int{}
 	for _, c := range rec.Certificates {
@@ -88,7 +97,41 @@ func keepCertificate(rec Record, cert protocol.Certificate) (Record, bool) {
 		return 0
 	})
 	rec.Certificates = kept
+	toks := []protocol.Token{}
+	for _, t := range rec.CertTokens {
+		if slices.ContainsFunc(kept, func(c protocol.Certificate) bool { return c.Statement == t.Statement }) {
+			toks = append(toks, t)
+		}
+	}
+	if tok.Statement == cert.Statement {
+		toks = append(toks, tok)
+	}
+	rec.CertTokens = toks
 	return rec, true
+}
+
+// tokensAt returns the certified tokens rec keeps for epoch, one per
+// holder and at most protocol.MaxCertificatesPerEpoch: those kept with
+// certificates, then the record's certified token (records written before
+// tokens were kept with certificates have only that).
+func tokensAt(rec Record, epoch uint64) []protocol.Token {
+	var out []protocol.Token
+	add := func(t protocol.Token) {
+		if t.Epoch != epoch || len(out) >= protocol.MaxCertificatesPerEpoch {
+			return
+		}
+		if slices.ContainsFunc(out, func(o protocol.Token) bool { return o.Holder == t.Holder }) {
+			return
+		}
+		out = append(out, t)
+	}
+	for _, t := range rec.CertTokens {
+		add(t)
+	}
+	if rec.Certified != nil {
+		add(*rec.Certified)
+	}
+	return out
 }
 
 // certificatesAt returns the certificates rec keeps for epoch.
@@ -126,14 +169,14 @@ func (r Rules) withCertificate(o Outcome, tok protocol.Token, cert *protocol.Cer
 	if cert == nil || r.laterEra(tok.Epoch) || r.earlierEra(tok) {
 		return o
 	}
-	if next, changed := keepCertificate(o.Next, *cert); changed {
+	if next, changed := keepCertificate(o.Next, *cert, tok); changed {
 		o.Next, o.Changed = next, true
 	}
 	return o
 }
 
-// handleForensics answers a ForensicsRequest with the certificates the
-// node keeps for the (resource, epoch). Access is checked as for Status
+// handleForensics answers a ForensicsRequest with the certificates and
+// certified tokens the node keeps for the (resource, epoch). Access is checked as for Status
 // (guard): members, and clients whose patterns allow the resource.
 func (n *Node) handleForensics(ctx context.Context, _ peer.ID, b []byte) ([]byte, error) {
 	req, err := protocol.UnmarshalForensicsRequest(b)
@@ -148,7 +191,7 @@ func (n *Node) handleForensics(ctx context.Context, _ peer.ID, b []byte) ([]byte
 		logFailed(ctx, "forensics failed", err, "resource", req.Resource)
 		return protocol.ForensicsReply{Code: protocol.CodeInternal, Message: "node failed to load the resource"}.Marshal(), nil
 	}
-	return protocol.ForensicsReply{Code: protocol.CodeOK, Certificates: certificatesAt(rec, req.Epoch)}.Marshal(), nil
+	return protocol.ForensicsReply{Code: protocol.CodeOK, Certificates: certificatesAt(rec, req.Epoch), Tokens: tokensAt(rec, req.Epoch)}.Marshal(), nil
 }
 
 // certificateRefusal is the Ack of a Commit whose certificate does not

@@ -2,6 +2,7 @@ package node
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -197,6 +198,10 @@ func TestKeepCertificate(t *testing.T) {
 	cert := func(epoch uint64, s byte) protocol.Certificate {
 		return protocol.Certificate{Statement: st(epoch, s), Votes: []protocol.CertVote{{Node: 1, Sig: make([]byte, 64)}}}
 	}
+	tok := func(epoch uint64, s byte) protocol.Token { return protocol.Token{Statement: st(epoch, s)} }
+	keep := func(rec Record, epoch uint64, s byte) (Record, bool) {
+		return keepCertificate(rec, cert(epoch, s), tok(epoch, s))
+	}
 	epochsOf := func(r Record) []uint64 {
 		var out []uint64
 		for _, c := range r.Certificates {
@@ -204,24 +209,43 @@ func TestKeepCertificate(t *testing.T) {
 		}
 		return out
 	}
+	tokenEpochs := func(r Record) []uint64 {
+		var out []uint64
+		for _, t := range r.CertTokens {
+			out = append(out, t.Epoch)
+		}
+		slices.Sort(out)
+		return out
+	}
 	rec := Record{Resource: "r"}
 	var changed bool
 	for _, e := range []uint64{5, 3, 4, 6} {
-		rec, changed = keepCertificate(rec, cert(e, 1))
+		rec, changed = keep(rec, e, 1)
 		require.True(t, changed)
 	}
 	require.Equal(t, []uint64{3, 4, 5, 6}, epochsOf(rec), "in epoch order")
-	_, changed = keepCertificate(rec, cert(4, 1))
+	_, changed = keep(rec, 4, 1)
 	require.False(t, changed, "the same holder again")
-	rec, changed = keepCertificate(rec, cert(3, 2))
+	rec, changed = keep(rec, 3, 2)
 	require.True(t, changed, "a fork at 3")
-	_, changed = keepCertificate(rec, cert(3, 3))
+	require.Equal(t, []protocol.Token{tok(3, 1), tok(3, 2)}, tokensAt(rec, 3), "both tokens of the fork")
+	_, changed = keep(rec, 3, 3)
 	require.False(t, changed, "a third holder")
-	_, changed = keepCertificate(rec, cert(2, 1))
+	_, changed = keep(rec, 2, 1)
 	require.False(t, changed, "older than every kept epoch")
-	rec, changed = keepCertificate(rec, cert(7, 1))
+	rec, changed = keep(rec, 7, 1)
 	require.True(t, changed)
 	require.Equal(t, []uint64{3, 3, 5, 6, 7}, epochsOf(rec), "epoch 4 made room, the fork stayed")
+	require.Equal(t, epochsOf(rec), tokenEpochs(rec), "the tokens follow their certificates")
+	require.Empty(t, tokensAt(rec, 4))
+
+	// A record of an earlier release keeps no tokens with its
+	// certificates: its certified token is shown.
+	old := Record{Resource: "r", Certified: &protocol.Token{Statement: st(9, 4)}}
+	require.Equal(t, []protocol.Token{*old.Certified}, tokensAt(old, 9))
+	require.Empty(t, tokensAt(old, 8))
+	rec.Certified = &protocol.Token{Statement: st(3, 1)}
+	require.Len(t, tokensAt(rec, 3), 2, "the certified token is not shown twice")
 }
 
 // TestCertificatesSurviveRestart checks that certificates are as durable

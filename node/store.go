@@ -53,6 +53,11 @@ type Record struct {
 	// CertificateEpochs epochs, two per epoch only for a fork (see
 	// keepCertificate). Stores of earlier releases have none.
 	Certificates []protocol.Certificate `json:"certificates,omitempty"`
+	// CertTokens are the tokens those certificates certify, kept with
+	// them (keepCertificate) so that forensics can show both tokens of a
+	// fork (protocol.Fork) after later epochs replaced Certified. Stores
+	// of earlier releases have none.
+	CertTokens []protocol.Token `json:"cert_tokens,omitempty"`
 }
 
 // Lease is advisory: it gives liveness and exclusion between honest

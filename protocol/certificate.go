@@ -341,11 +341,14 @@ type ForensicsRequest struct {
 }
 
 // ForensicsReply is a node's certificates for the requested (resource,
-// epoch): none, one, or two for different holders (a fork). Code is
-// CodeOK, or why the node refused.
+// epoch): none, one, or two for different holders (a fork), and the
+// certified tokens it keeps there, at most MaxCertificatesPerEpoch for
+// different holders (two of them are a fork proof, protocol.Fork, that the
+// asker checks with pairings). Code is CodeOK, or why the node refused.
 type ForensicsReply struct {
 	Code         Code
 	Certificates []Certificate
+	Tokens       []Token
 	Message      string
 }
 
@@ -370,8 +373,9 @@ func UnmarshalForensicsRequest(b []byte) (ForensicsRequest, error) {
 	})
 }
 
-// Marshal encodes the reply: the code, a count byte and the certificates
-// (at most MaxCertificatesPerEpoch are written), then the message.
+// Marshal encodes the reply: the code, a count byte and the certificates,
+// a count byte and the tokens (at most MaxCertificatesPerEpoch of each are
+// written), then the message.
 func (m ForensicsReply) Marshal() []byte {
 	e := encoder{}
 	e.u8(Version)
@@ -381,13 +385,19 @@ func (m ForensicsReply) Marshal() []byte {
 	for _, c := range certs {
 		e.certificate(c)
 	}
+	toks := m.Tokens[:min(len(m.Tokens), MaxCertificatesPerEpoch)]
+	e.u8(uint8(len(toks)))
+	for _, t := range toks {
+		e.b = t.appendTo(e.b)
+	}
 	e.str(truncate(m.Message))
 	return e.b
 }
 
 // UnmarshalForensicsReply decodes a ForensicsReply strictly: at most
 // MaxCertificatesPerEpoch certificates, all for one (cluster, resource,
-// epoch) and for different holders.
+// epoch) and for different holders, and likewise for the tokens. It
+// checks no signature: the asker verifies what it uses.
 func UnmarshalForensicsReply(b []byte) (ForensicsReply, error) {
 	return decode(b, func(d *decoder) ForensicsReply {
 		var m ForensicsReply
@@ -410,6 +420,28 @@ func UnmarshalForensicsReply(b []byte) (ForensicsReply, error) {
 				}
 			}
 			m.Certificates = append(m.Certificates, c)
+		}
+		n = int(d.u8("token count"))
+		if d.err == nil && n > MaxCertificatesPerEpoch {
+			d.fail("%d tokens, limit %d", n, MaxCertificatesPerEpoch)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			t, err := decodeToken(d)
+			if err != nil {
+				if d.err == nil {
+					d.err = err
+				}
+				break
+			}
+			if i > 0 {
+				first := m.Tokens[0]
+				if t.Cluster != first.Cluster || t.Resource != first.Resource || t.Epoch != first.Epoch {
+					d.fail("tokens of different (cluster, resource, epoch)")
+				} else if t.Holder == first.Holder {
+					d.fail("two tokens of one holder")
+				}
+			}
+			m.Tokens = append(m.Tokens, t)
 		}
 		m.Message = d.str("message", MaxMessageLen)
 		return m

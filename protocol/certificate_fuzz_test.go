@@ -110,17 +110,28 @@ func certificateSeeds(tb testing.TB) map[string][]seed {
 	addValid("FuzzForensicsReply", "fork", ForensicsReply{Certificates: []Certificate{cert, otherCert}}.Marshal())
 	addValid("FuzzForensicsReply", "fork-max-fields", ForensicsReply{Certificates: []Certificate{bigCert, bigOther}}.Marshal())
 	addValid("FuzzForensicsReply", "refused", ForensicsReply{Code: CodeUnauthorised, Message: "may not access"}.Marshal())
+	otherTok := fx.tok
+	otherTok.Holder = otherHolder
+	addValid("FuzzForensicsReply", "fork-tokens", ForensicsReply{Certificates: []Certificate{cert, otherCert}, Tokens: []Token{fx.tok, otherTok}}.Marshal())
+	addValid("FuzzForensicsReply", "one-token", ForensicsReply{Tokens: []Token{fx.tok}}.Marshal())
 	certBody := func(c Certificate) []byte { return wcert(c.Statement, wcvotes(c.Votes...)) }
-	add("FuzzForensicsReply", "invalid-three", wire(wu8(0), wu8(3), certBody(cert), certBody(otherCert), certBody(cert), wstr("")))
-	add("FuzzForensicsReply", "invalid-same-holder-twice", wire(wu8(0), wu8(2), certBody(cert), certBody(Certificate{Statement: st, Votes: testCertVotes(fx, 2)}), wstr("")))
+	tokBody := func(t Token) []byte { return t.appendTo(nil) }
+	add("FuzzForensicsReply", "invalid-three-tokens", wire(wu8(0), wu8(0), wu8(3), tokBody(fx.tok), tokBody(otherTok), tokBody(fx.tok), wstr("")))
+	add("FuzzForensicsReply", "invalid-token-holder-twice", wire(wu8(0), wu8(0), wu8(2), tokBody(fx.tok), tokBody(fx.tok), wstr("")))
+	otherEpochTok := otherTok
+	otherEpochTok.Epoch++
+	add("FuzzForensicsReply", "invalid-token-other-epoch", wire(wu8(0), wu8(0), wu8(2), tokBody(fx.tok), tokBody(otherEpochTok), wstr("")))
+	add("FuzzForensicsReply", "invalid-token-count-short", wire(wu8(0), wu8(0), wu8(2), tokBody(fx.tok), wstr("")))
+	add("FuzzForensicsReply", "invalid-three", wire(wu8(0), wu8(3), certBody(cert), certBody(otherCert), certBody(cert), wu8(0), wstr("")))
+	add("FuzzForensicsReply", "invalid-same-holder-twice", wire(wu8(0), wu8(2), certBody(cert), certBody(Certificate{Statement: st, Votes: testCertVotes(fx, 2)}), wu8(0), wstr("")))
 	otherEpoch := otherCert
 	otherEpoch.Statement.Epoch++
-	add("FuzzForensicsReply", "invalid-other-epoch", wire(wu8(0), wu8(2), certBody(cert), certBody(otherEpoch), wstr("")))
+	add("FuzzForensicsReply", "invalid-other-epoch", wire(wu8(0), wu8(2), certBody(cert), certBody(otherEpoch), wu8(0), wstr("")))
 	otherRes := otherCert
 	otherRes.Statement.Resource = "invoices"
-	add("FuzzForensicsReply", "invalid-other-resource", wire(wu8(0), wu8(2), certBody(cert), certBody(otherRes), wstr("")))
+	add("FuzzForensicsReply", "invalid-other-resource", wire(wu8(0), wu8(2), certBody(cert), certBody(otherRes), wu8(0), wstr("")))
 	add("FuzzForensicsReply", fmt.Sprintf("invalid-code-%d", codeMax+1), wire(wu8(uint8(codeMax)+1), wu8(0), wstr("")))
-	add("FuzzForensicsReply", "invalid-count-short", wire(wu8(0), wu8(2), certBody(cert), wstr("")))
+	add("FuzzForensicsReply", "invalid-count-short", wire(wu8(0), wu8(2), certBody(cert), wu8(0), wstr("")))
 
 	// The Commit's certificate: the 2.0.0 fields, then the votes.
 	tokBin := fx.tok.appendTo(nil)

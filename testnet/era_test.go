@@ -281,6 +281,16 @@ var scenarioKindSeeds = []struct {
 	{"liar-grind", []int64{35}, hasLiar(liarGrind)},
 	{"liar-flood", []int64{52}, hasLiar(liarFlood)},
 	{"liar-borrow", []int64{24}, hasLiar(liarBorrow)},
+	// Forks (issue 21), N=4, one seed per mode: 24 two forgetful nodes
+	// (a ForgePartials node among them), 41 two colluders (a LieInStatus
+	// node among them).
+	{"fork-forget", []int64{24}, hasFork(forkForget)},
+	{"fork-collude", []int64{41}, hasFork(forkCollude)},
+}
+
+// hasFork reports whether a plan has the fork kind in mode m.
+func hasFork(m forkMode) func(p scenarioPlan) bool {
+	return func(p scenarioPlan) bool { return p.fork != nil && p.fork.mode == m }
 }
 
 // hasLiar reports whether a plan has a liar in mode m.
@@ -325,6 +335,10 @@ func TestScenarioKinds(t *testing.T) {
 					require.Positive(t, rep.EraTokens, "the new group issued tokens")
 				case "restore-from-backup":
 					require.True(t, rep.RestoreApplied, "node %d was restarted from its backup", rep.Restored)
+				case "fork-forget", "fork-collude":
+					require.Positive(t, rep.Forks, "the attack made a fork")
+					require.Positive(t, rep.ForksRefused, "the fence refused the second holder")
+					require.Equal(t, rep.Forks, rep.Convicted, "forensics convicted every fork")
 				}
 			})
 		}

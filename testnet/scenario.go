@@ -42,6 +42,17 @@ package testnet
 // and that each group stays inside its era. TestScenarioKinds pins seeds
 // of each kind.
 //
+// Forks (issue 21, about 12% of seeds that do not reshare, see
+// scenario_fork.go) are the one kind where more than f nodes misbehave:
+// after the workload, f+1 to 2f nodes collude or are restarted from old
+// copies of their vote stores, and a partition leads two victim clients
+// into two tokens for one (resource, epoch). S1 may break there, and only
+// between the victims' tokens; the oracle then wants every fence that
+// sees both tokens to refuse the second holder with verifier.ErrFork, and
+// forensics to name at least f+1 culprits, none of them honest
+// (oracle.judgeForensics). Every other check (S2 against the honest
+// votes, S3, S4, S5 at the honest nodes) stays as it is.
+//
 // L2 with exactly t honest nodes reachable (f crashed, cut off or
 // Byzantine): every round needs all of them, so contenders on one resource
 // used to split their votes round after round. Three client changes end
@@ -58,6 +69,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/palisade-dev/palisade/protocol"
 	"github.com/palisade-dev/palisade/verifier"
 )
 
@@ -133,6 +145,8 @@ type ScenarioConfig struct {
 	NoRestore bool
 	// NoLiars never runs hostile clients (scenario_liars.go).
 	NoLiars bool
+	// NoFork never runs the fork kind (scenario_fork.go).
+	NoFork bool
 	// Fairness makes the fairness bound (scenario_fairness.go) a verdict;
 	// without it, what the check finds is logged only. Its misses still
 	// depend on the machine's load (a waiter slowed before its turn), so
@@ -161,6 +175,10 @@ type ScenarioConfig struct {
 	// everyNode, if set, decorates every honest node (tests of the
 	// fairness oracle: a node that serves its queue unfairly).
 	everyNode func() Behaviour
+	// convict, if set, replaces protocol.Convict in the fork kind's
+	// forensics (tests of the oracle: a forensics that names the wrong
+	// nodes).
+	convict func(*protocol.Cluster, string, uint64, []protocol.Certificate) protocol.Verdict
 	// mutant, if set, decorates every node that is not Byzantine with the
 	// behaviour it returns for the clients' identities (tests that break
 	// liveness on purpose, scenario_mutant_test.go).
@@ -216,6 +234,14 @@ type ScenarioReport struct {
 	// example a bad request when fewer than f+1 distinct new-era voters
 	// were at hand) and "no reply" (crashed or cut-off targets).
 	EraOther map[string]int
+	// Fork describes the fork kind's attack ("" if none); Forks counts the
+	// forks it made (distinct (resource, epoch) with two holders),
+	// ForksRefused the writes a fence refused with verifier.ErrFork,
+	// Convicted the forks whose forensics named at least f+1 culprits and
+	// no honest node, ConvictedWire those of them that needed the
+	// certificates the clients' commits carried (oracle.judgeForensics).
+	Fork                                          string
+	Forks, ForksRefused, Convicted, ConvictedWire int
 }
 
 // String is a one-line summary of the run.
@@ -227,6 +253,9 @@ func (r ScenarioReport) String() string {
 		r.Lateness.Round(time.Millisecond), r.RunLateness.Round(time.Millisecond), r.Rounds)
 	if r.Restored != 0 {
 		s += fmt.Sprintf("; node %d restored from a backup (applied %v)", r.Restored, r.RestoreApplied)
+	}
+	if r.Fork != "" {
+		s += fmt.Sprintf("; fork %s: forks=%d refused at fences=%d convicted=%d (with commit certificates %d)", r.Fork, r.Forks, r.ForksRefused, r.Convicted, r.ConvictedWire)
 	}
 	if r.Reshare != "" {
 		s += fmt.Sprintf("; reshare %s took %v: era tokens=%d relays=%d sent=%d refused other-era=%d other=%v",
@@ -247,6 +276,7 @@ const (
 	scenarioReadLimit   = 10 * time.Second       // the oracle's reading of the nodes, after the run
 	scenarioLiveness    = 5 * time.Second
 	scenarioSlow        = 50 * time.Millisecond // the Slow behaviour's delay
+	scenarioForkLimit   = 20 * time.Second      // the fork kind's attack and forensics, after the run
 )
 
 // scenarioTiming are the scaled client timeouts and the liveness bound.

@@ -27,6 +27,13 @@ package testnet
 //     cluster file, a new group that does not start);
 //   - liveness (L2): checkLiveness, plus RunScenario's hard limit and a
 //     resharing that ran out of time (reshareFailed).
+//   - fork (issue 21, the fork kind only, scenario_fork.go): guard (a
+//     fence refuses a second holder at its barrier's epoch with
+//     verifier.ErrFork), forkWrite (a victim's write is admitted, stale,
+//     or refused with a fork that verifies and holds its token) and
+//     judgeForensics (at least f+1 culprits, none honest). In a fork seed
+//     S1 tolerates two holders at one (resource, epoch) only when both
+//     are the victims' (forkAllowed).
 
 import (
 	"context"
@@ -67,6 +74,7 @@ type guardObs struct {
 	hadBefore     bool
 	ran           bool
 	prev, wrote   string
+	holder        string // the admission's holder (identity/session)
 	err           error
 }
 
@@ -74,7 +82,7 @@ func (s *observedStore) Guard(ctx context.Context, adm verifier.Admission, write
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	resource := adm.Resource()
-	g := guardObs{resource: resource, epoch: adm.Epoch()}
+	g := guardObs{resource: resource, epoch: adm.Epoch(), holder: adm.Holder().String()}
 	var err error
 	g.before, g.hadBefore, err = s.inner.Barrier(ctx, resource)
 	if err != nil {
@@ -161,6 +169,17 @@ type oracle struct {
 	holderRefused int
 	violations    []string
 	fair          fairLog // waits, grants and liars (scenario_fairness.go)
+	// The fork kind (scenario_fork.go): the victims' identities, the
+	// first token seen per (resource, epoch), the forks the plan made
+	// (both tokens, by (resource, epoch)), the holder that set each
+	// fence's barrier, and the counts for the report.
+	victims       map[string]bool
+	firstTok      map[resEpoch]protocol.Token
+	forks         map[resEpoch][]protocol.Token
+	barrierHolder map[string]string
+	forksRefused  int
+	convicted     int
+	convictedWire int
 }
 
 func newOracle(p scenarioPlan, c *protocol.Cluster) *oracle {
@@ -168,6 +187,7 @@ func newOracle(p scenarioPlan, c *protocol.Cluster) *oracle {
 		holders: map[resEpoch]string{}, tokens: map[[32]byte]protocol.Token{},
 		lockAt: map[resEpoch]string{}, tokenLock: map[[32]byte]string{}, sessionLock: map[string]string{},
 		barrier: map[string]uint64{}, lastWriter: map[string]string{},
+		victims: map[string]bool{}, firstTok: map[resEpoch]protocol.Token{}, forks: map[resEpoch][]protocol.Token{}, barrierHolder: map[string]string{},
 		acquired: make([]int, p.k), firstAcquired: make([]time.Duration, p.k),
 		windows: make([]livenessWindow, p.k), windowSet: make([]bool, p.k), clocks: make([]*roundClock, p.k)}
 }
@@ -290,10 +310,21 @@ func (o *oracle) tokenLocked(source string, tok protocol.Token) {
 		o.violateLocked("S2: %s has a token for %q epoch %d holder %s that does not verify: %v", source, tok.Resource, tok.Epoch, o.short(tok.Holder.String()), err)
 	}
 	k := resEpoch{tok.Resource, tok.Epoch}
-	if h, ok := o.holders[k]; ok && h != tok.Holder.String() {
+	switch h, ok := o.holders[k]; {
+	case ok && h != tok.Holder.String() && o.forkAllowed(h, tok.Holder.String()):
+		// A fork the plan made (more than f misbehaving): kept for the
+		// fences' and forensics' checks instead.
+		if !slices.ContainsFunc(o.forks[k], func(t protocol.Token) bool { return t.Holder == tok.Holder }) {
+			if len(o.forks[k]) == 0 {
+				o.forks[k] = append(o.forks[k], o.firstTok[k])
+			}
+			o.forks[k] = append(o.forks[k], tok)
+		}
+	case ok && h != tok.Holder.String():
 		o.violateLocked("S1: %q epoch %d has two holders: %s and %s (seen by %s)", tok.Resource, tok.Epoch, o.short(h), o.short(tok.Holder.String()), source)
-	} else if !ok {
+	case !ok:
 		o.holders[k] = tok.Holder.String()
+		o.firstTok[k] = tok
 	}
 }
 
@@ -393,9 +424,24 @@ func (o *oracle) guard(g guardObs) {
 		if g.prev != o.lastWriter[g.resource] {
 			o.violateLocked("S4: %q write saw k=%s, the last admitted write was by %s", g.resource, o.short(g.prev), o.short(o.lastWriter[g.resource]))
 		}
+		if !modelOK || g.epoch > model {
+			o.barrierHolder[g.resource] = g.holder
+		}
 		o.barrier[g.resource] = max(model, g.epoch)
 		o.lastWriter[g.resource] = g.wrote
 		o.writes++
+	case errors.Is(g.err, verifier.ErrFork):
+		// Issue 21: a token of another holder at the barrier's epoch.
+		if !g.hadBefore || g.epoch != g.before || g.holder == o.barrierHolder[g.resource] {
+			o.violateLocked("fork: %q refused epoch %d of %s as a fork, with barrier %d (set %v) by %s", g.resource, g.epoch, o.short(g.holder), g.before, g.hadBefore, o.short(o.barrierHolder[g.resource]))
+		}
+		if g.ran {
+			o.violateLocked("fork: %q ran the write of a fork's token at epoch %d", g.resource, g.epoch)
+		}
+		if g.after != g.before {
+			o.violateLocked("S4: %q barrier moved from %d to %d on a write refused as a fork", g.resource, g.before, g.after)
+		}
+		o.forksRefused++
 	case errors.Is(g.err, verifier.ErrStale):
 		if g.ran {
 			o.violateLocked("S4: %q stale epoch %d ran its write", g.resource, g.epoch)
@@ -409,6 +455,11 @@ func (o *oracle) guard(g guardObs) {
 	default:
 		if g.after != g.before {
 			o.violateLocked("S4: %q barrier moved from %d to %d on a failed write: %v", g.resource, g.before, g.after, g.err)
+		}
+		// A resource that sees both tokens of a fork must say so.
+		if g.hadBefore && g.epoch == g.before && g.holder != o.barrierHolder[g.resource] &&
+			!errors.Is(g.err, context.Canceled) && !errors.Is(g.err, context.DeadlineExceeded) {
+			o.violateLocked("fork: %q refused %s's token at its barrier epoch %d, set by %s, with %v, want verifier.ErrFork", g.resource, o.short(g.holder), g.epoch, o.short(o.barrierHolder[g.resource]), g.err)
 		}
 	}
 }
@@ -541,7 +592,7 @@ func (o *oracle) checkNodes(ctx context.Context, groups []nodeGroup) error {
 					honestVotes[gi][vk][m.Index] = true
 				case node.AuditCommit:
 					k := resEpoch{e.Resource, e.Epoch}
-					if h, ok := o.holders[k]; ok && h != e.Holder {
+					if h, ok := o.holders[k]; ok && h != e.Holder && !o.forkAllowed(h, e.Holder) {
 						o.violateLocked("S1: honest %s node %d committed %q epoch %d for %s, a token names %s", g.name, m.Index, e.Resource, e.Epoch, o.short(e.Holder), o.short(h))
 					}
 				}

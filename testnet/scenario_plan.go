@@ -76,8 +76,12 @@ type scenarioPlan struct {
 	// from its crash on it has forgotten votes, so it counts against f
 	// like a Byzantine node, for the fault budget and for the oracle.
 	restored int
-	// liars are hostile clients (scenario_liars.go), drawn last.
+	// liars are hostile clients (scenario_liars.go).
 	liars []liarPlan
+	// fork, if set, is the fork kind (scenario_fork.go), drawn last: more
+	// than f nodes misbehave after the workload, and two victim clients
+	// are led into a fork.
+	fork *forkPlan
 }
 
 // eraPlan is a resharing during a run: at `at` the cluster is reshared to
@@ -97,7 +101,8 @@ type eraPlan struct {
 }
 
 // clientKeys is how many client keys the scenario's key set needs: the
-// honest clients', the era colluder's, then the liars' own.
+// honest clients', the era colluder's, the liars' own, then the fork
+// victims'.
 func (p scenarioPlan) clientKeys() int {
 	n := p.nids
 	if p.era != nil && p.era.colluder >= 0 {
@@ -105,6 +110,9 @@ func (p scenarioPlan) clientKeys() int {
 	}
 	for _, l := range p.liars {
 		n = max(n, l.key+1)
+	}
+	if p.fork != nil {
+		n = max(n, p.fork.keyB+1)
 	}
 	return n
 }
@@ -118,6 +126,7 @@ const (
 	scenarioResharePercent = 20 // a resharing with the old group left running
 	scenarioRestorePercent = 40 // a node restarted from a backup of its store
 	scenarioLiarPercent    = 35 // hostile clients (issue 20), scenario_liars.go
+	// scenarioForkPercent (issue 21) is in scenario_fork.go.
 )
 
 func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPlan {
@@ -298,6 +307,15 @@ func newScenarioPlan(seed int64, cfg ScenarioConfig, behaviours int) scenarioPla
 			p.liars = append(p.liars, l)
 		}
 	}
+
+	// Forks (issue 21), drawn last for the same reason: whether, the
+	// mode, the resource, how many nodes above f+1 misbehave, and a seed
+	// for choosing and splitting the nodes. All are always drawn.
+	fork := rng.Intn(100) < scenarioForkPercent
+	mode, fres, extra, fseed := forkMode(rng.Intn(len(forkModeNames))), rng.Intn(p.r), rng.Intn(1<<20), rng.Int63()
+	if fork && !cfg.NoFork && p.era == nil {
+		p.planFork(mode, fres, extra, fseed)
+	}
 	return p
 }
 
@@ -420,7 +438,8 @@ func faultySet(byz map[int]int, sets ...map[int]bool) map[int]bool {
 }
 
 // faulty are the nodes the oracle does not hold to the honest nodes'
-// rules: the Byzantine ones and the one restored from a backup.
+// rules: the Byzantine ones, the one restored from a backup, and the
+// fork kind's misbehaving nodes.
 func (p scenarioPlan) faulty() map[int]int {
 	out := make(map[int]int, len(p.byz)+1)
 	for i, b := range p.byz {
@@ -428,6 +447,13 @@ func (p scenarioPlan) faulty() map[int]int {
 	}
 	if p.restored != 0 {
 		out[p.restored] = -1
+	}
+	if p.fork != nil {
+		for _, i := range p.fork.bad {
+			if _, ok := out[i]; !ok {
+				out[i] = -2
+			}
+		}
 	}
 	return out
 }

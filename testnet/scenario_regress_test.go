@@ -11,9 +11,9 @@ import (
 
 // l2Plan is how the L2 regression seeds were drawn when they failed:
 // before issue 10, so every client had a key of its own, nothing was
-// reshared, no node was restored from a backup and no client lied. The
-// other draws of the seed are unchanged.
-var l2Plan = ScenarioConfig{NoSharedIdentities: true, NoReshare: true, NoRestore: true, NoLiars: true}
+// reshared, no node was restored from a backup, no client lied and no
+// fork was made. The other draws of the seed are unchanged.
+var l2Plan = ScenarioConfig{NoSharedIdentities: true, NoReshare: true, NoRestore: true, NoLiars: true, NoFork: true}
 
 // scenarioRegressions pins seeds that once broke an invariant or a bound,
 // with why, so that every `go test ./testnet` runs them again whatever

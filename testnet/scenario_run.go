@@ -221,6 +221,15 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	if era != nil {
 		era.relayFinal(ctx, tm) // every relay sends at least one round, to every honest old node
 	}
+	if p.fork != nil {
+		// The fork kind's attack, on the healed cluster, with a time
+		// budget of its own; it heals the cluster again when done.
+		rep.Fork = p.fork.String()
+		fctx, fcancel := context.WithTimeout(parent, scenarioForkLimit*scale)
+		fr := &forkRun{plan: p.fork, nw: nw, o: o, fences: fences, tm: tm, seed: seed, logf: logf, convict: cfg.convict}
+		fr.run(fctx)
+		fcancel()
+	}
 
 	// The oracle's end-of-run checks read the honest nodes' logs and
 	// records, of both groups when the cluster was reshared.
@@ -250,6 +259,12 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	rep.Tokens = len(o.tokens)
 	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
+	for _, toks := range o.forks {
+		if len(toks) >= 2 {
+			rep.Forks++
+		}
+	}
+	rep.ForksRefused, rep.Convicted, rep.ConvictedWire = o.forksRefused, o.convicted, o.convictedWire
 	if se := o.scenarioErrorLocked(seed); se != nil {
 		return rep, se
 	}

@@ -107,6 +107,9 @@ func TestScenarios(t *testing.T) {
 		rounds                            []int64
 		shared, reshared, relayed         int
 		restores, restoresApplied         int
+		forkSeeds, forkedSeeds            int
+		forks, forksRefused               int
+		convicted, convictedWire          int
 		reshareTook                       []time.Duration
 		elapsed                           []time.Duration
 		violating                         []int64
@@ -156,6 +159,16 @@ func TestScenarios(t *testing.T) {
 				if rep.EraRelays > 0 {
 					relayed++
 				}
+				if rep.Fork != "" {
+					forkSeeds++
+					if rep.Forks > 0 {
+						forkedSeeds++
+					}
+				}
+				forks += rep.Forks
+				forksRefused += rep.ForksRefused
+				convicted += rep.Convicted
+				convictedWire += rep.ConvictedWire
 				if rep.Restored != 0 {
 					restores++
 					if rep.RestoreApplied {
@@ -203,11 +216,13 @@ func TestScenarios(t *testing.T) {
 	}
 	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d); "+
 		"liveness: lateness per seed median %v max %v (whole run median %v max %v), rounds to first lock median %d max %d; "+
-		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d)",
+		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d); "+
+		"fork seeds=%d (with a fork %d), forks made=%d, refused at fences=%d, forensics convictions=%d (with commit certificates %d)",
 		ran, violations, safety, violating, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
 		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par,
 		lateMedian.Round(time.Millisecond), lateMax.Round(time.Millisecond), runLateMedian.Round(time.Millisecond), runLateMax.Round(time.Millisecond), roundsMedian, roundsMax,
-		shared, reshared, reshareMedian.Round(time.Millisecond), relayed, sum.EraTokens, sum.EraSent, sum.EraRefused, restores, restoresApplied)
+		shared, reshared, reshareMedian.Round(time.Millisecond), relayed, sum.EraTokens, sum.EraSent, sum.EraRefused, restores, restoresApplied,
+		forkSeeds, forkedSeeds, forks, forksRefused, convicted, convictedWire)
 	if fromEnv {
 		fmt.Println(line) // the summary line, without the file:line prefix
 	} else {

@@ -40,6 +40,10 @@ const (
 	// holders at one (resource, epoch) and proved that members signed
 	// votes for both (it prints each with its two signed votes).
 	ExitConvicted = 7
+	// ExitForkUnnamed: "palisade forensics" found two certified tokens of
+	// one (resource, epoch) for two holders, a fork it showed to every
+	// member, but not the certificates that would name its culprits.
+	ExitForkUnnamed = 8
 )
 
 // exitCodes documents the statuses in "palisade help" and the README.
@@ -54,6 +58,7 @@ const exitCodes = `Exit status:
        of another holder
     6  palisade fork: the file does not prove a fork of the cluster
     7  palisade forensics: members proven to have voted for two holders
+    8  palisade forensics: a fork proven by its tokens, its culprits not named
 palisade lock exits with COMMAND's status when it ran to its end.
 `
 

@@ -25,17 +25,26 @@ signs one vote per resource and epoch. The two signed votes of each
 culprit are sent to every member as evidence ("palisade evidence" lists
 it) and printed; anyone with the cluster file can check them.
 
-Output: a line "certificate holder=H signers=1,2,3" per certificate
-found, then one line per culprit, "culprit node=I peer=P resource=R
-epoch=E holders=H1,H2 a=HEX b=HEX" (the two signed votes, hex of their
-encodings, as "palisade evidence" prints them), then the verdict. Votes
-or certificates refused are reported on stderr.
+Members also show the certified tokens they keep there. If two of them,
+for different holders, verify under the group key, they are the fork
+itself: forensics prints it and shows it to every member, which records
+it ("palisade evidence" lists it; "palisade fork" checks it).
 
-Exit status: 7 when it convicts members, 0 when it finds no fork (it says
-so), 4 if no member answered, 5 if the identity is not a client of the
-cluster or may not access RESOURCE, 1 on other errors. Members that do
-not answer are named on stderr; their certificates are missing from the
-verdict, which is then a lower bound.
+Output: a line "certificate holder=H signers=1,2,3" per certificate
+found, a line "fork id=ID resource=R epoch=E holders=H1,H2
+fork=pf3.[...]" if the tokens fork, then one line per culprit, "culprit
+node=I peer=P resource=R epoch=E holders=H1,H2 a=HEX b=HEX" (the two
+signed votes, hex of their encodings, as "palisade evidence" prints
+them), then the verdict. Votes or certificates refused are reported on
+stderr.
+
+Exit status: 7 when it convicts members, 8 when the tokens fork but the
+certificates found do not convict (members of an earlier release keep
+none), 0 when it finds no fork (it says so), 4 if no member answered, 5
+if the identity is not a client of the cluster or may not access
+RESOURCE, 1 on other errors. Members that do not answer are named on
+stderr; their certificates are missing from the verdict, which is then a
+lower bound.
 
 Flags (environment variable in brackets):
     --cluster FILE    the cluster file [PALISADE_CLUSTER]
@@ -46,6 +55,8 @@ Example:
     $ palisade forensics orders-db 1
     certificate holder=12D3KooW[...]/[...] signers=1,3,4
     certificate holder=12D3KooW[...]/[...] signers=2,3,4
+    fork id=[...] resource=orders-db epoch=1 holders=[...] fork=pf3.[...]
+    shown to the members: each records it (palisade evidence lists it)
     culprit node=3 peer=12D3KooW[...] resource=orders-db epoch=1 holders=[...] a=[...] b=[...]
     culprit node=4 peer=12D3KooW[...] resource=orders-db epoch=1 holders=[...] a=[...] b=[...]
     fork at orders-db epoch 1: 2 members convicted (at least f+1=2 expected [...]): 3,4
@@ -57,9 +68,11 @@ func forensicsFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Identity, "identity", c.Identity, "")
 }
 
-// runForensics gathers the members' vote certificates for (RESOURCE,
-// EPOCH) and prints the verdict: ExitConvicted if members signed votes
-// for two holders there, ExitOK if no fork was found.
+// runForensics gathers the members' vote certificates and certified
+// tokens for (RESOURCE, EPOCH) and prints the verdict: ExitConvicted if
+// members signed votes for two holders there, ExitForkUnnamed if the
+// tokens fork but no certificates name the culprits, ExitOK if no fork
+// was found.
 func runForensics(ctx context.Context, e *env, cfg Config, args []string) error {
 	if len(args) != 2 {
 		return usageErrorf("forensics", "forensics: want RESOURCE and EPOCH, got %d arguments", len(args))
@@ -93,7 +106,17 @@ func runForensics(ctx context.Context, e *env, cfg Config, args []string) error 
 	for _, c := range fx.Certificates {
 		fmt.Fprintf(e.stdout, "certificate holder=%s signers=%s\n", c.Statement.Holder, joinInts(c.Signers()))
 	}
+	if fx.BadTokens > 0 {
+		fmt.Fprintf(e.stderr, "palisade: note: %d of the %d tokens the members showed do not verify under the group key: not counted\n", fx.BadTokens, fx.Tokens)
+	}
+	if f := fx.Fork; f != nil {
+		fmt.Fprintf(e.stdout, "fork id=%s resource=%s epoch=%d holders=%s,%s fork=%s\n", f.ID(), f.Resource(), f.Epoch(), f.A.Holder, f.B.Holder, f)
+		fmt.Fprintf(e.stdout, "shown to the members: each records it (palisade evidence lists it)\n")
+	}
 	v := fx.Verdict
+	if len(v.Culprits) == 0 && fx.Fork != nil {
+		return &exitError{code: ExitForkUnnamed, err: fmt.Errorf("forensics: the members' tokens fork at %q epoch %d, but their certificates do not name the culprits (%d found; both holders' are needed)", resource, epoch, len(fx.Certificates))}
+	}
 	if len(v.Culprits) == 0 {
 		switch {
 		case len(fx.Certificates) == 0:

@@ -24,8 +24,8 @@ import (
 // other by 2, 3 and 4 (members 3 and 4 voting twice, as restored or
 // colluding nodes would), committed with their certificates to node 1 and
 // node 2 respectively. palisade forensics names members 3 and 4, and only
-// them, exits 7, and hands their evidence to every member; with no fork
-// it says so and exits 0.
+// them, exits 7, and hands their evidence and the fork of the two tokens
+// to every member; with no fork it says so and exits 0.
 func TestForensicsConvicts(t *testing.T) {
 	dir := t.TempDir()
 	nw, err := testnet.Start(dir, testnet.Options{Keygen: testnet.KeygenOptions{N: 4, Rand: rand.New(rand.NewSource(21))}})
@@ -85,12 +85,37 @@ func TestForensicsConvicts(t *testing.T) {
 	require.Contains(t, out, "fork at orders-db epoch 1: 2 members convicted")
 	require.Contains(t, errs, "2 members voted for two holders")
 
+	// The members' certified tokens fork too: forensics prints the fork
+	// and shows it to every member. Node 1 held only A's token and node 2
+	// only B's; both now list the fork, which palisade fork checks.
+	require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=1 holders=\S+,\S+ fork=pf3\.\S+$`, out)
+	for _, dir := range nw.Keys.NodeDirs[:2] {
+		code, ev, errs := runCmd(t, "evidence", "--dir", dir)
+		require.Equal(t, 0, code, errs)
+		require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=1 `, ev, dir)
+	}
+
 	// The culprits' evidence reached the members: palisade evidence on
 	// node 1 (which never saw the second token) lists both.
 	require.Eventually(t, func() bool {
 		code, out, _ := runCmd(t, "evidence", "--dir", nw.Keys.NodeDirs[0])
 		return code == 0 && strings.Contains(out, "node=3 ") && strings.Contains(out, "node=4 ") && !strings.Contains(out, "node=1 ") && !strings.Contains(out, "node=2 ")
 	}, 10*time.Second, 50*time.Millisecond)
+
+	// Tokens that fork, committed without their certificates (as a client
+	// of an earlier release would): the fork is proven and shown, its
+	// culprits are not named, exit 8.
+	noCert := func(req protocol.CommitRequest) protocol.CommitRequest {
+		req.Certificate = nil
+		return req
+	}
+	commitTo(1, noCert(forge(c.Statement("orders-db", 3, holderA), 1, 3, 4)))
+	commitTo(2, noCert(forge(c.Statement("orders-db", 3, holderB), 2, 3, 4)))
+	code, out, errs = runCmd(t, "forensics", "--cluster", cluster, "--identity", identity, "orders-db", "3")
+	require.Equal(t, ExitForkUnnamed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Regexp(t, `(?m)^fork id=[0-9a-f]{64} resource=orders-db epoch=3 `, out)
+	require.NotContains(t, out, "culprit")
+	require.Contains(t, errs, "certificates do not name the culprits")
 
 	// No fork at another epoch: said so, exit 0.
 	commitTo(3, forge(c.Statement("orders-db", 2, holderA), 1, 2, 3))
