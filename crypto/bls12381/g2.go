@@ -140,9 +140,22 @@ func (p *G2Point) UnmarshalFrom(r io.Reader) (int, error) {
 // String returns the hexadecimal compressed encoding of p.
 func (p *G2Point) String() string { return hex.EncodeToString(p.p.BytesCompressed()) }
 
-// g2FromBytes decodes a strict compressed G2 encoding with circl. The
-// identity is accepted.
+// g2FromBytes decodes a strict compressed G2 encoding with circl, or
+// copies it out of g2Decoded if it decoded before. The identity is
+// accepted.
 func g2FromBytes(b []byte) (circl.G2, error) {
+	if q, ok := g2Decoded.get(b); ok {
+		return q, nil
+	}
+	q, err := g2Decode(b)
+	if err == nil {
+		g2Decoded.put(b, q)
+	}
+	return q, err
+}
+
+// g2Decode is g2FromBytes without the cache.
+func g2Decode(b []byte) (circl.G2, error) {
 	var q circl.G2
 	inf, err := checkCompressed(b, G2Size)
 	if err != nil {
