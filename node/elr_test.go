@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/protocol"
@@ -21,11 +22,7 @@ import (
 // and neither vote nor a Status showing the first vote comes back until
 // the write is released.
 func TestEarlyLockRelease(t *testing.T) {
-	store, gate := storeTestOpenGated(t, 0)
-	lc := newLimitsCluster(t)
-	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, store, Limits{}, "")}
-	me := lc.everything
-	h := limitsHolder(me.String())
+	d, store, gate, me, h := newGatedDriver(t, 0)
 	const r1 = "orders-1"
 	r2 := ""
 	for i := 0; r2 == ""; i++ {
@@ -84,11 +81,7 @@ func TestEarlyLockRelease(t *testing.T) {
 // request reads what the store holds (S3: a vote whose Save failed never
 // left, and is not assumed afterwards).
 func TestEarlyLockReleaseFailedSave(t *testing.T) {
-	store, gate := storeTestOpenGated(t, 1)
-	lc := newLimitsCluster(t)
-	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, store, Limits{}, "")}
-	me := lc.everything
-	h := limitsHolder(me.String())
+	d, store, gate, me, h := newGatedDriver(t, 1)
 	const res = "orders-1"
 	gate.open()
 	r := d.acquire(me, h, res, 1)
@@ -103,4 +96,14 @@ func TestEarlyLockReleaseFailedSave(t *testing.T) {
 	_, ok, err := store.Load(context.Background(), res)
 	require.NoError(t, err)
 	require.False(t, ok, "nothing was written")
+}
+
+// newGatedDriver starts node 1 on a bolt store whose first write waits for
+// the gate and whose write number failOn fails (0: none), with a client
+// allowed everything and one of its holders.
+func newGatedDriver(t *testing.T, failOn int32) (nodeDriver, *BoltStore, *storeTestGate, peer.ID, protocol.Holder) {
+	store, gate := storeTestOpenGated(t, failOn)
+	lc := newLimitsCluster(t)
+	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, store, Limits{}, "")}
+	return d, store, gate, lc.everything, limitsHolder(lc.everything.String())
 }
