@@ -328,42 +328,6 @@ func (s meteredStore) Save(ctx context.Context, rec Record, audit ...AuditEntry)
 	return nil
 }
 
-// meteredAsyncStore is meteredStore over an AsyncVoteStore, so that the
-// node keeps its early lock release (AsyncVoteStore) behind the metrics.
-type meteredAsyncStore struct {
-	meteredStore
-	async AsyncVoteStore
-}
-
-// SaveAsync implements AsyncVoteStore. The record's lease is noted when
-// the Save is queued, in the order of the queue (the node queues a
-// resource's Saves under its lock), so that the lease gauge never goes
-// back to an earlier record; the audit's decisions count once durable.
-func (s meteredAsyncStore) SaveAsync(ctx context.Context, rec Record, audit ...AuditEntry) (func() error, error) {
-	wait, err := s.async.SaveAsync(ctx, rec, audit...)
-	if err != nil {
-		return nil, err
-	}
-	s.ops.leases.note(rec, s.ops.clock.Now())
-	return func() error {
-		if err := wait(); err != nil {
-			return err
-		}
-		s.ops.metrics.saved(audit)
-		return nil
-	}, nil
-}
-
-// metered returns store seen through the node's metrics, keeping
-// AsyncVoteStore if store has it.
-func metered(store VoteStore, o *ops) VoteStore {
-	m := meteredStore{VoteStore: store, ops: o}
-	if a, ok := store.(AsyncVoteStore); ok {
-		return meteredAsyncStore{meteredStore: m, async: a}
-	}
-	return m
-}
-
 // turnedAway counts a request turned away for cause (one of
 // turnedAwayCauses); the ACL's refusals also count in LimitStats.
 func (n *Node) turnedAway(cause string) {

@@ -150,10 +150,6 @@ const verifiedTokenCache = 4096
 type shard struct {
 	mu   sync.Mutex
 	recs map[string]Record
-	// unsynced are the records whose Save is queued and not yet durable
-	// (AsyncVoteStore), by resource: the latest state, which load returns
-	// before recs, and what its readers wait for (pendingWait).
-	unsynced map[string]*unsyncedRecord
 	// queues are the waiters of the shard's resources (queue.go).
 	queues map[string]*queue
 }
@@ -220,7 +216,6 @@ func New(cfg Config, store VoteStore, h host.Host, clock clockwork.Clock) (*Node
 	n := &Node{cfg: cfg, store: store, host: h, clock: clock, stmt: cfg.Cluster.Statement, ctx: ctx, cancel: cancel}
 	for i := range n.shards {
 		n.shards[i].recs = map[string]Record{}
-		n.shards[i].unsynced = map[string]*unsyncedRecord{}
 		n.shards[i].queues = map[string]*queue{}
 	}
 	n.verifier = verifier.New(cfg.Cluster, verifier.WithCacheSize(verifiedTokenCache))
@@ -268,18 +263,8 @@ func (n *Node) Audit(ctx context.Context, from uint64, limit int) ([]AuditEntry,
 func (n *Node) Record(ctx context.Context, resource string) (Record, error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
-	rec, err := n.load(ctx, sh, resource)
-	wait := sh.pendingWait(resource)
-	sh.mu.Unlock()
-	if err != nil {
-		return Record{}, err
-	}
-	// What the caller shows of the record (a vote in Status, certificates)
-	// leaves only once it is durable.
-	if err := wait(); err != nil {
-		return Record{}, err
-	}
-	return rec, nil
+	defer sh.mu.Unlock()
+	return n.load(ctx, sh, resource)
 }
 
 type handlerFunc func(ctx context.Context, from peer.ID, req []byte) ([]byte, error)
@@ -512,12 +497,8 @@ func (n *Node) shard(resource string) *shard {
 	return &n.shards[h.Sum32()%numShards]
 }
 
-// load returns the record of resource, which may still be being written
-// (pendingWait); the caller holds sh.mu.
+// load returns the record of resource; the caller holds sh.mu.
 func (n *Node) load(ctx context.Context, sh *shard, resource string) (Record, error) {
-	if u := sh.unsynced[resource]; u != nil {
-		return u.rec, nil
-	}
 	if r, ok := sh.recs[resource]; ok {
 		return r, nil
 	}
@@ -541,111 +522,27 @@ func (n *Node) apply(ctx context.Context, resource string, step func(rec Record,
 
 // applyIn is apply for steps that also read or change the resource's
 // wait queue (in sh, whose lock is held).
-//
-// The lock is held to compute the transition and queue its Save, not
-// across the fsync when the store is an AsyncVoteStore: the outcome is
-// returned once the state it was computed from, and its own, are durable.
 func (n *Node) applyIn(ctx context.Context, resource string, step func(sh *shard, rec Record, now time.Time) (Outcome, error)) (Outcome, error) {
 	sh := n.shard(resource)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	rec, err := n.load(ctx, sh, resource)
 	if err != nil {
-		sh.mu.Unlock()
 		return Outcome{}, err
 	}
 	o, err := step(sh, rec, n.clock.Now())
 	if err != nil {
-		sh.mu.Unlock()
 		return Outcome{}, err
 	}
-	wait, err := n.persistAsync(ctx, sh, resource, o)
-	sh.mu.Unlock()
-	if err != nil {
-		return Outcome{}, err
-	}
-	if err := wait(); err != nil {
+	if err := n.persist(ctx, sh, o); err != nil {
 		return Outcome{}, err
 	}
 	return o, nil
 }
 
-// unsyncedRecord is a record whose Save is queued: done is closed once it
-// is durable or failed (err).
-type unsyncedRecord struct {
-	rec  Record
-	done chan struct{}
-	err  error
-}
-
-// pendingWait returns a function that waits until the record load returns
-// for resource now is durable: at once if no Save of it is queued. The
-// caller holds sh.mu; the function is called without it.
-func (sh *shard) pendingWait(resource string) func() error {
-	u := sh.unsynced[resource]
-	if u == nil {
-		return func() error { return nil }
-	}
-	return func() error {
-		<-u.done
-		return u.err
-	}
-}
-
-// persistAsync queues the Save of the record a transition changed and
-// lets the wait queue see the change; it returns the wait for the state
-// the transition read (unchanged) or wrote to be durable, which the
-// caller runs without sh.mu and before anything that depends on it
-// leaves the node (S3). With a store that only saves synchronously, the
-// Save is made here, under sh.mu, as persist does. The caller holds sh.mu.
-func (n *Node) persistAsync(ctx context.Context, sh *shard, resource string, o Outcome) (wait func() error, err error) {
-	as, ok := n.store.(AsyncVoteStore)
-	if !o.Changed || !ok {
-		if err := n.persist(ctx, sh, o); err != nil {
-			return nil, err
-		}
-		return sh.pendingWait(resource), nil
-	}
-	saved, err := as.SaveAsync(ctx, o.Next, o.Audit...)
-	if err != nil {
-		return nil, fmt.Errorf("save %q: %w", o.Next.Resource, err)
-	}
-	u := &unsyncedRecord{rec: o.Next, done: make(chan struct{})}
-	sh.unsynced[o.Next.Resource] = u
-	n.changed(sh, o)
-	return func() error {
-		err := saved()
-		sh.mu.Lock()
-		n.settle(sh, u, err)
-		sh.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("save %q: %w", o.Next.Resource, err)
-		}
-		return nil
-	}, nil
-}
-
-// settle records the end of u's Save: if u is still the resource's latest
-// state, it becomes the cached record, or, if its Save failed, the cache
-// forgets the resource, so the next load reads what the store holds. A
-// later state (built on u) settles itself. The caller holds sh.mu.
-func (n *Node) settle(sh *shard, u *unsyncedRecord, err error) {
-	u.err = err
-	resource := u.rec.Resource
-	if sh.unsynced[resource] == u {
-		delete(sh.unsynced, resource)
-		if err == nil {
-			n.keepRecord(sh, u.rec)
-		} else {
-			delete(sh.recs, resource)
-		}
-	}
-	close(u.done)
-}
-
 // persist saves the record a transition changed, before anything that
 // depends on it leaves the node, and then lets the wait queue see the
-// change. It holds sh.mu across the fsync (a Save queued before it, by
-// persistAsync, is written first). The caller holds sh.mu.
+// change. The caller holds sh.mu.
 func (n *Node) persist(ctx context.Context, sh *shard, o Outcome) error {
 	if !o.Changed {
 		return nil
@@ -654,11 +551,6 @@ func (n *Node) persist(ctx context.Context, sh *shard, o Outcome) error {
 	// built only after Save returns.
 	if err := n.store.Save(ctx, o.Next, o.Audit...); err != nil {
 		return fmt.Errorf("save %q: %w", o.Next.Resource, err)
-	}
-	if u := sh.unsynced[o.Next.Resource]; u != nil {
-		// A queued Save of an earlier state: this one, written after it,
-		// supersedes it; u settles when its own wait returns.
-		delete(sh.unsynced, o.Next.Resource)
 	}
 	n.keepRecord(sh, o.Next)
 	n.changed(sh, o)

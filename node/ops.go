@@ -52,7 +52,7 @@ func (n *Node) initOps() {
 	if o, ok := n.store.(commitObserver); ok {
 		o.SetCommitObserver(n.ops.metrics.observeCommit)
 	}
-	n.store = metered(n.store, &n.ops)
+	n.store = meteredStore{VoteStore: n.store, ops: &n.ops}
 }
 
 // observed wraps the handler of a per-resource request so each decision is

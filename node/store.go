@@ -132,20 +132,3 @@ type VoteStore interface {
 	// Close releases the store; later calls return ErrStoreClosed.
 	Close() error
 }
-
-// AsyncVoteStore is a VoteStore whose Save can be split in two: queue the
-// write, then wait for it to be durable. Writes are made in the order the
-// queueing calls return. The node then holds a resource's lock only to
-// queue its Save, not across the fsync (early lock release): a transition
-// that reads a state still being written waits, after the lock, until
-// that state is durable, so nothing that depends on it leaves the node
-// before it is (S3). A record replaces the resource's whole record and is
-// built on the state before it, so once a later Save of the resource is
-// durable, so is everything an earlier one held.
-type AsyncVoteStore interface {
-	VoteStore
-	// SaveAsync queues rec (and audit) as Save would write them and returns
-	// the wait for their durability (Save's error); wait must be called
-	// once.
-	SaveAsync(ctx context.Context, rec Record, audit ...AuditEntry) (wait func() error, err error)
-}

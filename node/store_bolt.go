@@ -400,26 +400,12 @@ func (s *BoltStore) Load(ctx context.Context, resource string) (rec Record, ok b
 // record or audit entries cannot be encoded fails alone, before or inside
 // the batch, without being applied.
 func (s *BoltStore) Save(ctx context.Context, rec Record, audit ...AuditEntry) error {
-	wait, err := s.SaveAsync(ctx, rec, audit...)
-	if err != nil {
-		return err
-	}
-	return wait()
-}
-
-// SaveAsync queues rec and its audit entries for the committer and returns
-// a function that waits until they are durable, or failed, as Save does.
-// Saves are written in the order of SaveAsync calls (one committer reads
-// one queue): a caller that serialises its calls knows that a later
-// Save's success means every earlier one's (a failed write or sync fails
-// every later Save, writeFrame). wait must be called once.
-func (s *BoltStore) SaveAsync(ctx context.Context, rec Record, audit ...AuditEntry) (wait func() error, err error) {
 	if s.closed.Load() {
-		return nil, ErrStoreClosed
+		return ErrStoreClosed
 	}
 	value, err := recordJSON(rec)
 	if err != nil {
-		return nil, fmt.Errorf("node: bolt store: save: %w", err)
+		return fmt.Errorf("node: bolt store: save: %w", err)
 	}
 	req := &boltSaveReq{
 		key:   []byte(rec.Resource),
@@ -428,9 +414,9 @@ func (s *BoltStore) SaveAsync(ctx context.Context, rec Record, audit ...AuditEnt
 		done:  make(chan error, 1),
 	}
 	if err := s.enqueue(ctx, req); err != nil {
-		return nil, err
+		return err
 	}
-	return func() error { return <-req.done }, nil
+	return <-req.done
 }
 
 func (s *BoltStore) enqueue(ctx context.Context, req *boltSaveReq) error {
