@@ -66,6 +66,9 @@ type eraRun struct {
 	err   error         // set before ready closes
 	wrong string        // set with err when the DKG made a wrong cluster file (a violation)
 	took  time.Duration
+	// late is the scheduling lateness the process accrued while the DKG
+	// ran (latenessProbe): what the load took from its phase timeouts.
+	late time.Duration
 	// began is when the resharing started (UnixNano, 0 before), for the
 	// liveness budget of the clients still trying meanwhile.
 	began atomic.Int64
@@ -132,14 +135,14 @@ func (e *eraRun) run(ctx context.Context, wstart time.Time, done <-chan struct{}
 		return
 	case <-t.C:
 	}
-	start := time.Now()
+	start, late := time.Now(), scenarioProbe.total()
 	e.began.Store(start.UnixNano())
 	progress := &lockedBuffer{}
 	keys, err := e.reshare(ctx, e.dir, e.old.Keys, DKGOptions{N: e.plan.n, Keep: e.plan.keep, PhaseTimeout: e.timeout,
 		Rand: mrand.New(mrand.NewSource(e.seed ^ 0x5e5a)), Progress: &stampedWriter{start: start, w: progress}})
-	e.took = time.Since(start)
+	e.took, e.late = time.Since(start), scenarioProbe.total()-late
 	if err != nil || e.took > e.timeout/2 {
-		logf("reshare progress (took %v):\n%s", e.took.Round(time.Millisecond), progress.String())
+		logf("reshare progress (took %v, lateness %v):\n%s", e.took.Round(time.Millisecond), e.late.Round(time.Millisecond), progress.String())
 	}
 	if err != nil {
 		e.err = fmt.Errorf("reshare: %w", err)
@@ -330,7 +333,7 @@ func (e *eraRun) client(ctx context.Context, i, ident int, cfg client.Config) (*
 // report adds the relays' counts to rep and a violation for every new-era
 // item an honest old node accepted.
 func (e *eraRun) report(o *oracle, rep *ScenarioReport) {
-	rep.ReshareTook = e.took
+	rep.ReshareTook, rep.ReshareLate = e.took, e.late
 	for i, r := range e.relays {
 		st := r.Stats()
 		rep.EraSent += st.Sent

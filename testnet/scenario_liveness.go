@@ -29,6 +29,13 @@ package testnet
 //     through its clock (roundClock) and reported with every liveness
 //     verdict, with the bound, the miss and the lateness.
 //
+//   - A resharing that runs out of time is judged the same way
+//     (oracle.reshareFailed): its DKG members are goroutines of this
+//     process, and a phase that waited out its timeout in wall time may
+//     have had little time to run. If k times the lateness accrued while
+//     the DKG ran is at least one phase timeout, the miss is counted
+//     (ReshareExcused, and in TestScenarios' summary), not a violation.
+//
 // What the bound catches alone it still catches: with no load L stays
 // near 0 (the probe ignores wake-ups less than scenarioProbeNoise late,
 // timer noise), so the budget is the old bound; under load only the time

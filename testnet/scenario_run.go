@@ -213,7 +213,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	case era != nil && era.wrong != "":
 		o.violate("%s", era.wrong)
 	case era != nil && era.err != nil:
-		o.reshareFailed(era.err) // the old group is still checked
+		o.reshareFailed(era.err, era.late, era.timeout) // the old group is still checked
 	}
 	if err := heal(nw); err != nil {
 		return rep, errors.Join(fmt.Errorf("testnet: scenario seed %d: heal: %w", seed, err), o.scenarioError(seed))
@@ -259,6 +259,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	rep.Tokens = len(o.tokens)
 	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
+	rep.ReshareExcused = o.reshareExcused
 	for _, toks := range o.forks {
 		if len(toks) >= 2 {
 			rep.Forks++
