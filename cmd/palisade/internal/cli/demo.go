@@ -324,8 +324,11 @@ func (s *demoServer) url(key string) string {
 }
 
 // do sends one request with tok for tok's resource and returns the response
-// body. A 409 is an error wrapping verifier.ErrStale; any other status
-// above 299 is an error too.
+// body. A 409 is an error wrapping verifier.ErrFork if the resource says
+// the token forks from the barrier holder's (HeaderConflict), else
+// verifier.ErrStale; any other status above 299 is an error too. A demo
+// step that expects a stale refusal then fails on a fork instead of
+// passing.
 func (s *demoServer) do(ctx context.Context, method string, tok protocol.Token, body string) (string, error) {
 	var rd io.Reader
 	if body != "" {
@@ -347,6 +350,8 @@ func (s *demoServer) do(ctx context.Context, method string, tok protocol.Token, 
 	}
 	text := strings.TrimSpace(string(b))
 	switch {
+	case resp.StatusCode == http.StatusConflict && resp.Header.Get(verifier.HeaderConflict) == verifier.ConflictFork:
+		return "", fmt.Errorf("%w (HTTP %d, fork %s: %s)", verifier.ErrFork, resp.StatusCode, resp.Header.Get(verifier.HeaderForkID), text)
 	case resp.StatusCode == http.StatusConflict:
 		return "", fmt.Errorf("%w (HTTP %d: %s)", verifier.ErrStale, resp.StatusCode, text)
 	case resp.StatusCode > 299:
