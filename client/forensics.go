@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -82,6 +84,16 @@ func (c *Client) Forensics(ctx context.Context, resource string, epoch uint64) (
 			}
 		}
 	}
+	// Members answer in any order: sort what they showed, so that the
+	// same members' records always give the same report, down to which
+	// two votes prove each culprit and which two tokens make the fork.
+	slices.SortFunc(out.Failed, func(a, b *NodeError) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(out.Certificates, func(a, b protocol.Certificate) int {
+		return cmp.Or(cmp.Compare(a.Statement.Holder.String(), b.Statement.Holder.String()), slices.Compare(a.Signers(), b.Signers()))
+	})
+	slices.SortFunc(tokens, func(a, b protocol.Token) int {
+		return cmp.Or(cmp.Compare(a.Holder.String(), b.Holder.String()), bytes.Compare(a.Signature[:], b.Signature[:]))
+	})
 	if out.Answered == 0 {
 		return out, &QuorumError{Op: "forensics", Need: 1, Got: 0, Nodes: out.Failed}
 	}

@@ -84,6 +84,14 @@ func TestForensicsConvicts(t *testing.T) {
 	}
 	require.Contains(t, out, "fork at orders-db epoch 1: 2 members convicted")
 	require.Contains(t, errs, "2 members voted for two holders")
+	// The report does not depend on the order the members answer in:
+	// certificates, votes and tokens are sorted (holder A's first).
+	require.Less(t, strings.Index(out, "signers=1,3,4\n"), strings.Index(out, "signers=2,3,4\n"), out)
+	for range 2 {
+		code2, out2, _ := runCmd(t, "forensics", "--cluster", cluster, "--identity", identity, "orders-db", "1")
+		require.Equal(t, ExitConvicted, code2)
+		require.Equal(t, out, out2, "the same records, the same report")
+	}
 
 	// The members' certified tokens fork too: forensics prints the fork
 	// and shows it to every member. Node 1 held only A's token and node 2
