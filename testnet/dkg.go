@@ -341,7 +341,7 @@ func StartKeys(keys *Keys, o Options) (*Network, error) {
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
-	nw := &Network{Keys: keys, clock: o.Clock, rules: o.Rules}
+	nw := &Network{Keys: keys, clock: o.Clock, clocks: o.NodeClock, rules: o.Rules}
 	for i, d := range keys.NodeDirs {
 		m := &Member{Index: i + 1}
 		nw.Members = append(nw.Members, m)

@@ -173,6 +173,10 @@ type Options struct {
 	// Clock is shared by every node (default real). Clients get their own
 	// through NewClient's config.
 	Clock clockwork.Clock
+	// NodeClock, if set, gives node i (1-based) a clock of its own
+	// instead of Clock where it returns one (nil: Clock), for example a
+	// NewRateClock that drifts.
+	NodeClock func(i int) clockwork.Clock
 	// Rules override the nodes' voting rules when non-zero.
 	Rules node.Rules
 }
@@ -227,6 +231,7 @@ type Network struct {
 	Keys    *Keys
 	Members []*Member
 	clock   clockwork.Clock
+	clocks  func(i int) clockwork.Clock // Options.NodeClock
 	rules   node.Rules
 }
 
@@ -239,7 +244,7 @@ func Start(dir string, o Options) (*Network, error) {
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
-	nw := &Network{Keys: keys, clock: o.Clock, rules: o.Rules}
+	nw := &Network{Keys: keys, clock: o.Clock, clocks: o.NodeClock, rules: o.Rules}
 	for i, d := range keys.NodeDirs {
 		nd, err := node.LoadDir(d)
 		if err != nil {
@@ -288,11 +293,17 @@ func (nw *Network) Restart(i int) error {
 		return fmt.Errorf("testnet: node %d is running", i)
 	}
 	d := *m.Dir
+	clock := nw.clock
+	if nw.clocks != nil {
+		if c := nw.clocks(i); c != nil {
+			clock = c
+		}
+	}
 	var r *node.Running
 	var err error
 	// The port may linger briefly after a stop; retry a few times.
 	for try := 0; try < 50; try++ {
-		r, err = d.StartWith(nw.clock, node.Hooks{Intercept: m.intercept, Handle: m.handle, Reply: m.reply}, nw.rules)
+		r, err = d.StartWith(clock, node.Hooks{Intercept: m.intercept, Handle: m.handle, Reply: m.reply}, nw.rules)
 		if err == nil {
 			break
 		}
