@@ -333,7 +333,6 @@ func (e *eraRun) client(ctx context.Context, i, ident int, cfg client.Config) (*
 // report adds the relays' counts to rep and a violation for every new-era
 // item an honest old node accepted.
 func (e *eraRun) report(o *oracle, rep *ScenarioReport) {
-	rep.ReshareTook, rep.ReshareLate = e.took, e.late
 	for i, r := range e.relays {
 		st := r.Stats()
 		rep.EraSent += st.Sent

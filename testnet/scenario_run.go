@@ -209,6 +209,11 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	// a run that ended just inside it must not fail to be read.
 	ctx, cancelRead := context.WithTimeout(parent, scenarioReadLimit*scale)
 	defer cancelRead()
+	if era != nil {
+		// Also for a resharing that failed: its time and lateness are
+		// what its verdict was judged on.
+		rep.ReshareTook, rep.ReshareLate = era.took, era.late
+	}
 	switch {
 	case era != nil && era.wrong != "":
 		o.violate("%s", era.wrong)
