@@ -33,7 +33,8 @@ package testnet
 //     (oracle.reshareFailed): its DKG members are goroutines of this
 //     process, and a phase that waited out its timeout in wall time may
 //     have had little time to run. If k times the lateness accrued while
-//     the DKG ran is at least one phase timeout, the miss is counted
+//     the DKG ran is at least one phase timeout and at least all but one
+//     phase timeout of the DKG's time, the miss is counted
 //     (ReshareExcused, and in TestScenarios' summary), not a violation.
 //
 // What the bound catches alone it still catches: with no load L stays

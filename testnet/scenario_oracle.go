@@ -237,23 +237,23 @@ func (o *oracle) scenarioErrorLocked(seed int64) error {
 // these can be blamed on a faulty one.
 //
 // A missed deadline is judged against the load, like a client's first
-// lock (scenario_liveness.go): late is the scheduling lateness the
-// process accrued while the DKG ran, timeout its phase timeout. If the
-// load took at least one phase timeout from it (reshareExcused), the miss
-// is counted in the report (ReshareExcused), not a violation: every
-// member of the DKG is a goroutine of this process, and a phase that
-// waited out its timeout in wall time may have had far less time to run.
-// Without measured lateness a miss fails as before.
-func (o *oracle) reshareFailed(err error, late, timeout time.Duration) {
+// lock (scenario_liveness.go): took is how long the DKG ran, late the
+// scheduling lateness the process accrued meanwhile, timeout its phase
+// timeout. If the load explains the miss (reshareExcused), it is counted
+// in the report (ReshareExcused), not a violation: every member of the
+// DKG is a goroutine of this process, and a phase that waited out its
+// timeout in wall time may have had far less time to run. Without
+// measured lateness a miss fails as before.
+func (o *oracle) reshareFailed(err error, took, late, timeout time.Duration) {
 	if reshareTimedOut(err) {
-		if reshareExcused(late, timeout) {
+		if reshareExcused(took, late, timeout) {
 			o.mu.Lock()
 			o.reshareExcused = true
 			o.mu.Unlock()
 			return
 		}
-		o.violate("liveness: the resharing ran out of time (phase timeout %v, %d×lateness %v during the DKG excuses a miss only from one phase timeout): %v",
-			timeout, scenarioLatenessK, late.Round(time.Millisecond), err)
+		o.violate("liveness: the resharing ran out of time (took %v, phase timeout %v, %d×lateness %v during the DKG: a miss is excused only if that is at least one phase timeout and all but one phase timeout of what it took): %v",
+			took.Round(time.Millisecond), timeout, scenarioLatenessK, late.Round(time.Millisecond), err)
 		return
 	}
 	o.violate("era: the resharing failed: %v", err)
@@ -262,9 +262,14 @@ func (o *oracle) reshareFailed(err error, late, timeout time.Duration) {
 // reshareExcused reports whether a resharing that ran out of time is put
 // down to load: the lateness accrued while it ran, times
 // scenarioLatenessK as for a client's window, is at least one phase
-// timeout.
-func reshareExcused(late, timeout time.Duration) bool {
-	return timeout > 0 && time.Duration(scenarioLatenessK)*late >= timeout
+// timeout, and at least all but one phase timeout of the time it took.
+// The second half bounds the excuse: a resharing in a busy process that
+// had a phase timeout or more of time not taken by the load, and still
+// missed, fails (the lateness probe sees every goroutine of the process
+// kept waiting, the scenario's own work included).
+func reshareExcused(took, late, timeout time.Duration) bool {
+	excused := time.Duration(scenarioLatenessK) * late
+	return timeout > 0 && excused >= timeout && excused >= took-timeout
 }
 
 // reshareTimedOut reports whether err says only that a resharing ran out

@@ -218,7 +218,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	case era != nil && era.wrong != "":
 		o.violate("%s", era.wrong)
 	case era != nil && era.err != nil:
-		o.reshareFailed(era.err, era.late, era.timeout) // the old group is still checked
+		o.reshareFailed(era.err, era.took, era.late, era.timeout) // the old group is still checked
 	}
 	if err := heal(nw); err != nil {
 		return rep, errors.Join(fmt.Errorf("testnet: scenario seed %d: heal: %w", seed, err), o.scenarioError(seed))

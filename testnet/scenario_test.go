@@ -418,7 +418,7 @@ func TestOracleCatchesViolations(t *testing.T) {
 		{"cancelled, not timed out", fmt.Errorf("reshare: %w", context.Canceled), "era:"},
 	} {
 		o = fresh()
-		o.reshareFailed(tc.err, 0, 5*time.Second) // no lateness measured
+		o.reshareFailed(tc.err, 6*time.Second, 0, 5*time.Second) // no lateness measured
 		require.Len(t, o.violations, 1, tc.name)
 		require.True(t, has(o, tc.want), "%s: %v", tc.name, o.violations)
 		se := o.scenarioError(7)
@@ -432,21 +432,32 @@ func TestOracleCatchesViolations(t *testing.T) {
 	require.Nil(t, fresh().scenarioError(7), "no violations, no error (not a typed nil)")
 
 	// A resharing that ran out of time while the load took at least one
-	// phase timeout (k × lateness >= timeout) is counted, not a
-	// violation; just below, it still fails as liveness. The load never
-	// excuses anything but running out of time.
+	// phase timeout, and all but one phase timeout of its time
+	// (k × lateness >= both), is counted, not a violation; just below
+	// either, it still fails as liveness. The load never excuses anything
+	// but running out of time.
 	timedOut := fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), silent(2, "node4"), silent(3)))
 	phase := 5 * time.Second
+	for _, tc := range []struct {
+		took, late time.Duration
+		excused    bool
+	}{
+		{6 * time.Second, phase / scenarioLatenessK, true},                             // 5 s excused: one phase timeout
+		{6 * time.Second, phase/scenarioLatenessK - time.Millisecond, false},           // just below one phase timeout
+		{16 * time.Second, 11 * time.Second / scenarioLatenessK, true},                 // 11 s excused of 16 s
+		{16 * time.Second, 11*time.Second/scenarioLatenessK - time.Millisecond, false}, // more than a phase left to run
+	} {
+		o = fresh()
+		o.reshareFailed(timedOut, tc.took, tc.late, phase)
+		require.Equal(t, tc.excused, o.reshareExcused, "%+v", tc)
+		if tc.excused {
+			require.Empty(t, o.violations)
+		} else {
+			require.True(t, has(o, "liveness: the resharing ran out of time (took"), "%v", o.violations)
+		}
+	}
 	o = fresh()
-	o.reshareFailed(timedOut, phase/scenarioLatenessK, phase)
-	require.Empty(t, o.violations)
-	require.True(t, o.reshareExcused)
-	o = fresh()
-	o.reshareFailed(timedOut, phase/scenarioLatenessK-time.Millisecond, phase)
-	require.True(t, has(o, "liveness: the resharing ran out of time (phase timeout 5s, 2×lateness 2.499s"), "%v", o.violations)
-	require.False(t, o.reshareExcused)
-	o = fresh()
-	o.reshareFailed(fmt.Errorf("reshare: %w", diverged), time.Minute, phase)
+	o.reshareFailed(fmt.Errorf("reshare: %w", diverged), time.Minute, time.Minute, phase)
 	require.True(t, has(o, "era:"), "%v", o.violations)
 	require.False(t, o.reshareExcused)
 }
