@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
@@ -273,7 +274,19 @@ type result struct {
 	w      workload
 	// warmFailed counts the failed warm-up cycles.
 	warmFailed int
+	// cpu is the CPU time (user and system) the whole process spent in
+	// the measured phase: both systems run in it, the idle one too.
+	cpu time.Duration
 	testnet.WorkloadResult
+}
+
+// processCPU is the CPU time, user and system, this process has used.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // errNoCycle fails a benchmark in which a run completed no cycle at all.
@@ -319,21 +332,26 @@ func runOne(ctx context.Context, cfg config, s system, w workload, stderr io.Wri
 	if s.stores != nil {
 		before = s.stores()
 	}
+	cpu0, err := processCPU()
+	if err != nil {
+		return result{}, errors.Join(err, stopProfile())
+	}
 	r, err := testnet.Measure(ctx, lockers, tw)
+	cpu1, cerr := processCPU()
 	if perr := stopProfile(); err == nil {
-		err = perr
+		err = errors.Join(perr, cerr)
 	}
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %w", s.name, err)
 	}
-	fmt.Fprintf(stderr, "%-8s %-6s %d cycles in %v, %d failures\n", s.name, w.name, r.Cycles, r.Elapsed.Round(time.Millisecond), r.Failures)
+	fmt.Fprintf(stderr, "%-8s %-6s %d cycles in %v, %d failures, CPU %v\n", s.name, w.name, r.Cycles, r.Elapsed.Round(time.Millisecond), r.Failures, (cpu1 - cpu0).Round(time.Millisecond))
 	if s.stores != nil {
 		fmt.Fprintf(stderr, "%-8s %-6s vote stores: %s\n", s.name, w.name, storeDeltas(before, s.stores()))
 	}
 	if r.FirstErr != nil {
 		fmt.Fprintf(stderr, "%-8s %-6s first failure: %v\n", s.name, w.name, r.FirstErr)
 	}
-	res := result{system: s.name, w: w, WorkloadResult: r}
+	res := result{system: s.name, w: w, cpu: cpu1 - cpu0, WorkloadResult: r}
 	if warm != nil {
 		res.warmFailed = warm.Failed
 	}

@@ -47,12 +47,13 @@ func TestFmtDur(t *testing.T) {
 	}
 }
 
-// fake is a measured run with the given latencies and rates.
+// fake is a measured run with the given latencies and rates, one cycle
+// in 10ms that cost 4 acquires of CPU.
 func fake(system string, w workload, acquire time.Duration, cps float64, grants ...int) result {
-	return result{system: system, w: w, WorkloadResult: testnet.WorkloadResult{
+	return result{system: system, w: w, cpu: 4 * acquire, WorkloadResult: testnet.WorkloadResult{
 		Acquire: []time.Duration{acquire}, Release: []time.Duration{acquire / 2},
 		Handoff: []time.Duration{acquire / 4}, CyclesPerS: cps, HandoffsPerS: cps / 2, Grants: grants,
-		LongestRun: len(grants), Cycles: 1,
+		LongestRun: len(grants), Cycles: 1, Elapsed: 10 * time.Millisecond,
 	}}
 }
 
@@ -81,9 +82,9 @@ func TestPrintComparison(t *testing.T) {
 		t.Fatalf("no line %q in\n%s", prefix, text)
 		return nil
 	}
-	require.Equal(t, []string{"1", "client", "etcd", "2.00ms", "2.00ms", "1.00ms", "1.00ms", "200.0", "-", "-", "-"}, find(out.String(), "1 client", 0))
-	require.Equal(t, []string{"ratio", "P/E", "0.50", "0.50", "0.50", "0.50", "2.50", "-", "-", "-"}, find(out.String(), "ratio P/E", 0))
-	require.Equal(t, []string{"ratio", "P/E", "0.20", "0.20", "0.20", "0.20", "2.00", "2.00", "0.20", "0.20"}, find(out.String(), "ratio P/E", 1))
+	require.Equal(t, []string{"1", "client", "etcd", "2.00ms", "2.00ms", "1.00ms", "1.00ms", "200.0", "-", "-", "-", "80%", "8.00ms"}, find(out.String(), "1 client", 0))
+	require.Equal(t, []string{"ratio", "P/E", "0.50", "0.50", "0.50", "0.50", "2.50", "-", "-", "-", "0.50", "0.50"}, find(out.String(), "ratio P/E", 0))
+	require.Equal(t, []string{"ratio", "P/E", "0.20", "0.20", "0.20", "0.20", "2.00", "2.00", "0.20", "0.20", "0.20", "0.20"}, find(out.String(), "ratio P/E", 1))
 	// Fairness: 80 grants over 8 clients, etcd even, Palisade 5 to 30;
 	// only the one-resource runs.
 	require.NotContains(t, fair.String(), "1 client")

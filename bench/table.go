@@ -99,6 +99,26 @@ var comparison = []metric{
 	rate("handoffs/s", true, func(r result) float64 { return r.HandoffsPerS }),
 	latency("gap p50", true, handoffs, .5),
 	latency("gap p99", true, handoffs, .99),
+	{header: "CPU", value: cpuShare, cell: func(r result) string { return fmt.Sprintf("%.0f%%", 100*cpuShare(r)) }},
+	{header: "CPU/cycle", value: cpuPerCycle, cell: func(r result) string { return fmtDur(time.Duration(cpuPerCycle(r))) }},
+}
+
+// cpuShare is the process's CPU time over the measured phase's wall time:
+// 2 is both cores of a 2-core machine busy.
+func cpuShare(r result) float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.cpu) / float64(r.Elapsed)
+}
+
+// cpuPerCycle is the process's CPU time per acquire+release cycle, in
+// nanoseconds.
+func cpuPerCycle(r result) float64 {
+	if r.Cycles == 0 {
+		return 0
+	}
+	return float64(r.cpu) / float64(r.Cycles)
 }
 
 // notes says what went wrong in a run, if anything.
@@ -162,8 +182,10 @@ func printComparison(w io.Writer, rows []result, systems []string) {
 	fmt.Fprintln(w, `
 acquire: the Lock call; in one-resource runs it is the wait for the lock.
 release: the Unlock call. gap: from a holder's Unlock call to the next
-holder's grant. Ratio P/E = Palisade / etcd: below 1 is faster for the
-latencies, above 1 is more for cycles/s and handoffs/s.`)
+holder's grant. CPU: the process's CPU time (user and system, both
+systems') over the measured wall time, 100% a core; CPU/cycle: that time
+per cycle. Ratio P/E = Palisade / etcd: below 1 is faster for the
+latencies and less CPU, above 1 is more for cycles/s and handoffs/s.`)
 }
 
 // printFairness writes the spread of grants per client of every run on
