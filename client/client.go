@@ -487,12 +487,6 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 				return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, werr, unwrapRetry(err))
 			}
 			log.Debugw("wait for turn failed", "resource", resource, "err", werr)
-			if errors.Is(werr, errWaitSplit) {
-				// Still queued at every member: ask again after a short
-				// pause, not one scaled by the round time, or a loaded
-				// machine's long rounds keep the waiter out of line.
-				v.pause = c.jitter(c.cfg.MinBackoff)
-			}
 		}
 		if v.pause <= 0 {
 			continue
