@@ -487,6 +487,10 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 				return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, werr, unwrapRetry(err))
 			}
 			log.Debugw("wait for turn failed", "resource", resource, "err", werr)
+			if ws := (*waitSplit)(nil); errors.As(werr, &ws) && ws.soon {
+				v.pause = c.jitter(c.cfg.MinBackoff)
+				log.Debugw("split wait: asking again soon", "resource", resource, "pause", v.pause)
+			}
 		}
 		if v.pause <= 0 {
 			continue

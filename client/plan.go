@@ -120,6 +120,9 @@ type planner struct {
 	// twice in a row time out.
 	pending   map[contender]bool
 	stuckLeft time.Duration
+	// waitPending are the uncommitted votes of other contenders that the
+	// last split wait met (waitAsks.splitSoon).
+	waitPending map[contender]bool
 	// floor is the lowest epoch worth trying, learned from refusals. It
 	// never decreases.
 	floor uint64

@@ -39,6 +39,19 @@ var errNoTurn = errors.New("client: too few nodes answer the wait")
 // Acquire goes on by rounds.
 var errWaitSplit = errors.New("client: members disagree on whose turn it is")
 
+// waitSplit is errWaitSplit with what the split wait learned from the
+// members that did not say free (see waitAsks.splitSoon).
+type waitSplit struct {
+	// soon: ask again after a short pause, not the split pause. We are
+	// still queued at every member, and a member prunes a waiter that
+	// neither polls nor asks for Rules.WaiterTTL: a pause scaled by the
+	// round time (seconds on a loaded machine) would cost us our place.
+	soon bool
+}
+
+func (e *waitSplit) Error() string        { return errWaitSplit.Error() }
+func (e *waitSplit) Is(target error) bool { return target == errWaitSplit }
+
 // waitVoteGrace is how long a wait that holds a member's vote waits for
 // the other members' Free answers. The members that reserve a released
 // resource for us answer within a round trip of each other; a vote held
@@ -110,6 +123,9 @@ func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*
 		if err := c.pollTurn(wctx, p, req, ttl, free, asks); err != nil {
 			if errors.Is(err, errWaitSplit) {
 				c.withdrawWaitVotes(p, free, 0)
+				soon, pending := asks.splitSoon(p.holder.Ref(), p.waitPending)
+				p.waitPending = pending
+				err = &waitSplit{soon: soon}
 			}
 			return nil, err
 		}
@@ -130,6 +146,9 @@ type waitAsks struct {
 	// at: its last epoch, or one below the epoch of the vote it gave us
 	// (it gives the same vote again there).
 	known map[int]uint64
+	// held is, per member whose last answer was not free, whom that
+	// answer says the resource is held for.
+	held map[int]protocol.WaitReply
 }
 
 // report records a member's answer.
@@ -137,6 +156,47 @@ func (a *waitAsks) report(member int, wr protocol.WaitReply) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.known[member] = knownEpoch(wr)
+	if wr.Free {
+		delete(a.held, member)
+		return
+	}
+	if a.held == nil {
+		a.held = map[int]protocol.WaitReply{}
+	}
+	a.held[member] = wr
+}
+
+// splitSoon says, after a split wait, whether to ask again soon (see
+// waitSplit): when at least f+1 members' last answers (so at least one
+// honest member's) hold the resource for other identities (their turn, a
+// lease, or a vote not yet committed), none for a sibling session of our
+// identity (self), and no uncommitted vote among them was met by the last
+// split wait too (prev). Otherwise the split pause bounds the rounds:
+// sibling sessions of one key split again and again as the members learn
+// of them, and asking again soon against a stalled contender's votes would
+// take and withdraw our votes at one epoch after another until those time
+// out. It returns the uncommitted votes met now, for the next split.
+func (a *waitAsks) splitSoon(self protocol.HolderRef, prev map[contender]bool) (bool, map[contender]bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	others, siblings, stuck := 0, 0, false
+	pending := map[contender]bool{}
+	for _, wr := range a.held {
+		switch {
+		case wr.Holder.IsZero() || wr.Holder == self:
+			continue
+		case wr.Holder.ID == self.ID:
+			siblings++
+			continue
+		}
+		others++
+		if wr.Pending && wr.LeaseEpoch > 0 {
+			k := contender{wr.Holder, wr.LeaseEpoch}
+			pending[k] = true
+			stuck = stuck || prev[k]
+		}
+	}
+	return others > a.f && siblings == 0 && !stuck, pending
 }
 
 // knownEpoch is the highest epoch a member's answer says it cannot vote

@@ -2,6 +2,7 @@ package client
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,4 +43,52 @@ func TestClaimOf(t *testing.T) {
 			require.Equal(t, tc.want, protocol.ClaimCohort(claim))
 		})
 	}
+}
+
+// TestWaitSplitSoon: a split wait asks again soon only if f+1 members'
+// last answers hold the resource for other identities: not for a sibling
+// session of our own identity, not on f answers alone (liars), not after
+// such a member said free, and not against an uncommitted vote that the
+// last split wait met too (a stalled contender).
+func TestWaitSplitSoon(t *testing.T) {
+	self := protocol.HolderRef{ID: "alice", Session: protocol.SessionHash{9}}
+	reserved := func(id string) protocol.WaitReply {
+		return protocol.WaitReply{Pending: true, Holder: protocol.HolderRef{ID: id, Session: protocol.SessionHash{1}}}
+	}
+	bobVote := protocol.WaitReply{Pending: true, LeaseEpoch: 7, Holder: protocol.HolderRef{ID: "bob", Session: protocol.SessionHash{2}}}
+	bobLease := protocol.WaitReply{LeaseEpoch: 7, Left: time.Second, Holder: bobVote.Holder}
+	stalled := map[contender]bool{{bobVote.Holder, 7}: true}
+	for _, tc := range []struct {
+		name    string
+		answers map[int]protocol.WaitReply
+		prev    map[contender]bool
+		want    bool
+	}{
+		{"two members reserve for others", map[int]protocol.WaitReply{3: reserved("bob"), 4: reserved("carol")}, nil, true},
+		{"one member (a liar?) alone", map[int]protocol.WaitReply{4: reserved("bob")}, nil, false},
+		{"a sibling session's turn", map[int]protocol.WaitReply{3: reserved("alice"), 4: reserved("alice")}, nil, false},
+		{"a sibling beside others", map[int]protocol.WaitReply{2: reserved("bob"), 3: reserved("carol"), 4: reserved("alice")}, nil, false},
+		{"a contender's fresh vote and lease", map[int]protocol.WaitReply{3: bobVote, 4: bobLease}, nil, true},
+		{"a stalled contender's vote", map[int]protocol.WaitReply{3: bobVote, 4: bobVote}, stalled, false},
+		{"our own session is no blocker", map[int]protocol.WaitReply{3: reserved("bob"), 4: {Pending: true, Holder: self}}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &waitAsks{f: 1, known: map[int]uint64{}}
+			for m, wr := range tc.answers {
+				a.report(m, wr)
+			}
+			soon, _ := a.splitSoon(self, tc.prev)
+			require.Equal(t, tc.want, soon)
+		})
+	}
+	a := &waitAsks{f: 1, known: map[int]uint64{}}
+	a.report(3, reserved("bob"))
+	a.report(4, bobVote)
+	soon, pending := a.splitSoon(self, nil)
+	require.True(t, soon)
+	require.Equal(t, stalled, pending, "the votes met are passed on to the next split")
+	a.report(4, protocol.WaitReply{Free: true})
+	soon, _ = a.splitSoon(self, nil)
+	require.False(t, soon, "member 4 said free after holding for bob")
+	require.ErrorIs(t, &waitSplit{soon: true}, errWaitSplit)
 }

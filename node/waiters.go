@@ -106,6 +106,11 @@ func (n *Node) RecentLapses() []Lapse { return n.lapses.list() }
 func (n *Node) reservation(sh *shard, q *queue, rec Record, now time.Time) (protocol.Holder, time.Duration, bool) {
 	resource := rec.Resource
 	gone, lapsed := q.prune(now, n.cfg.Rules.WaiterTTL)
+	if log.Level() <= zapDebugLevel {
+		for _, h := range gone {
+			log.Debugw("waiter pruned", "node", n.Index(), "resource", resource, "waiter", n.clientName(h.ID)+"/"+h.Session.Hash().String()[:8])
+		}
+	}
 	n.forget(gone)
 	n.lapsed(resource, lapsed, now)
 	first, left, dropped, expired, ok := q.reservation(now, n.cfg.Rules.ReserveFor, cohort(rec, now))
