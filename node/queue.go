@@ -202,10 +202,7 @@ func before(a, b waiter) bool {
 	if a.cohort != b.cohort {
 		return a.cohort < b.cohort
 	}
-	if a.tie != b.tie {
-		return a.tie < b.tie
-	}
-	return string(a.holder.Session[:]) < string(b.holder.Session[:])
+	return sessionBefore(a, b)
 }
 
 // slot is the slot of the reservation grid that now falls in.
@@ -241,6 +238,45 @@ func (q *queue) touch(h protocol.Holder, cohort uint64, max, perClient int, now 
 	}
 	q.waiters = append(q.waiters, waiter{holder: h, cohort: cohort, tie: tie(h.Session), seen: now})
 	return true
+}
+
+// yield makes room in h's identity's places for h, which is not queued
+// and whose identity holds perClient places already: of the sibling
+// sessions that come after h in the identity's order of sessions (tie)
+// and whose turn is not under way, the last leaves the queue (reported as
+// evicted). So every member that sees the same sessions of an identity
+// keeps the same ones, whatever order their Waits arrived in; keeping
+// whichever came first left two members holding the resource for two
+// different siblings, each short of t, for minutes on end (4 members, six
+// processes on one key, two places each). It reorders that identity's own
+// sessions only.
+func (q *queue) yield(h protocol.Holder, perClient int) (evicted protocol.Holder, ok bool) {
+	if q.find(h) >= 0 || q.served(h) || q.countOf(h.ID) < perClient {
+		return protocol.Holder{}, false
+	}
+	in := waiter{holder: h, tie: tie(h.Session)}
+	last := -1
+	for i, w := range q.waiters {
+		if w.holder.ID == h.ID && w.holder != q.reserved && sessionBefore(in, w) && (last < 0 || sessionBefore(q.waiters[last], w)) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return protocol.Holder{}, false
+	}
+	evicted = q.waiters[last].holder
+	q.remove(evicted)
+	return evicted, true
+}
+
+// sessionBefore orders the sessions of one identity by tie alone (and the
+// session bytes, for hashes that collide): the order every member gives
+// them, whatever their cohorts there.
+func sessionBefore(a, b waiter) bool {
+	if a.tie != b.tie {
+		return a.tie < b.tie
+	}
+	return string(a.holder.Session[:]) < string(b.holder.Session[:])
 }
 
 // countOf is the number of waiters of identity id.

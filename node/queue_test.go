@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -688,4 +689,52 @@ func TestQueuePruneCountsTurn(t *testing.T) {
 		next, _, _, _, _ := q.reservation(at(3600*time.Millisecond), reserveFor, 1)
 		require.NotEqual(t, h, next, "the turn passed")
 	}
+}
+
+// TestQueueYieldKeepsSameSiblings: with two places per identity, two
+// members that see three sessions of one key arrive in different orders
+// keep the same two, the first two in the identity's order of sessions;
+// a session later in that order takes no place, and the sibling whose
+// turn is under way keeps its place.
+func TestQueueYieldKeepsSameSiblings(t *testing.T) {
+	sib := make([]protocol.Holder, 3)
+	for i := range sib {
+		sib[i] = protocol.Holder{ID: bob.ID, Session: protocol.SessionID{byte(0x40 + i)}}
+	}
+	sort.Slice(sib, func(i, j int) bool {
+		return sessionBefore(waiter{holder: sib[i], tie: tie(sib[i].Session)}, waiter{holder: sib[j], tie: tie(sib[j].Session)})
+	})
+	join := func(q *queue, h protocol.Holder) {
+		q.yield(h, 2)
+		q.touch(h, 3, 8, 2, stateBase)
+	}
+	kept := func(q *queue) []protocol.Holder {
+		var out []protocol.Holder
+		for _, h := range sib {
+			if q.find(h) >= 0 {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	a, b := newQueue(stateRes), newQueue(stateRes)
+	for _, i := range []int{2, 1, 0} {
+		join(a, sib[i])
+	}
+	for _, i := range []int{0, 2, 1} {
+		join(b, sib[i])
+	}
+	require.Equal(t, sib[:2], kept(a))
+	require.Equal(t, kept(a), kept(b), "the same two places at both members")
+	_, ok := a.yield(sib[2], 2)
+	require.False(t, ok, "a session later in the order takes no place")
+
+	c := newQueue(stateRes)
+	join(c, sib[2])
+	join(c, sib[1])
+	c.reserved = sib[2]
+	_, ok = c.yield(sib[0], 2)
+	require.True(t, ok, "sib[1] gives its place up: sib[2]'s turn is under way")
+	require.GreaterOrEqual(t, c.find(sib[2]), 0, "the reserved sibling keeps its place")
+	require.Less(t, c.find(sib[1]), 0)
 }

@@ -167,13 +167,18 @@ func (n *Node) Reserved(resource string) (protocol.HolderRef, time.Duration) {
 }
 
 // enqueue records a request of holder on rec's resource: it joins the
-// queue if there is room (per resource, per client identity, in all),
-// else it is only told where things stand. The caller holds sh.mu.
+// queue if there is room (per resource, per client identity, in all; a
+// sibling session later in its identity's order gives its place up, see
+// queue.yield), else it is only told where things stand. The caller
+// holds sh.mu.
 func (n *Node) enqueue(sh *shard, rec Record, holder protocol.Holder, now time.Time) *queue {
 	q := sh.queues[rec.Resource]
 	if q == nil {
 		q = newQueue(rec.Resource)
 		sh.queues[rec.Resource] = q
+	}
+	if ev, ok := q.yield(holder, n.cfg.Limits.WaitersPerClientPerResource); ok {
+		n.forget([]protocol.Holder{ev})
 	}
 	if q.find(holder) < 0 && !n.waiterRoom(holder.ID) {
 		return q
