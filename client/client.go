@@ -590,6 +590,9 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 		// S2: never hand out a token that does not verify.
 		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
 		good := r.collect(ctx, true)
+		if good == nil && r.widen() {
+			good = r.collect(ctx, true)
+		}
 		if good == nil {
 			if err == nil {
 				c.releaseLater(tok, p.key) // the session's key ends the leases it started

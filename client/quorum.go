@@ -44,8 +44,13 @@ type reply struct {
 // returned channel, which has room for all of them, so no sender blocks.
 // The calls end with ctx.
 func (c *Client) fanOut(ctx context.Context, proto string, req []byte) <-chan reply {
-	out := make(chan reply, len(c.members))
-	for _, m := range c.members {
+	return c.fanOutTo(ctx, c.members, proto, req)
+}
+
+// fanOutTo is fanOut to the members ms alone.
+func (c *Client) fanOutTo(ctx context.Context, ms []member, proto string, req []byte) <-chan reply {
+	out := make(chan reply, len(ms))
+	for _, m := range ms {
 		if !c.goFunc(func() {
 			b, err := c.call(ctx, m, proto, req)
 			out <- reply{m: m, b: b, err: err}
@@ -82,6 +87,11 @@ type voteRound struct {
 	prep *verifier.Prepared
 	// start is when the round's requests went out.
 	start time.Time
+	// unasked are the members a round made of Wait answers (only) neither
+	// heard from nor asked; ask asks them for their votes at the round's
+	// epoch (see widen). Both are nil in a fanned-out round.
+	unasked []member
+	ask     func(ms []member) <-chan reply
 }
 
 // minGrace is the least a failed round waits for the replies that say why
@@ -113,8 +123,33 @@ func (r *voteRound) only(idx []int) {
 		if !in[m.index] {
 			r.got++
 			r.replied[m.index] = true
+			r.unasked = append(r.unasked, m)
 		}
 	}
+}
+
+// widen asks the members a round of Wait answers left out (only) for
+// their votes at its epoch, once, and reports whether it asked any. It is
+// for when the votes in hand made no valid token: a member sent an invalid
+// partial, which the Wait answers could not show before the candidate was
+// committed. Committing it ended the waiter's turn at the members that
+// took it, so a round above would find the waiter behind everyone who
+// queued meanwhile; here the honest members complete the token at the
+// same epoch instead (one that already voted for this session at it gives
+// the same vote again, S1/S3), and its commit renews the leases the
+// candidate started.
+func (r *voteRound) widen() bool {
+	if r.ask == nil || len(r.unasked) == 0 {
+		return false
+	}
+	for _, m := range r.unasked {
+		delete(r.replied, m.index)
+		r.got--
+	}
+	r.ch = r.ask(r.unasked)
+	r.unasked, r.ask = nil, nil
+	r.start = r.c.cfg.Clock.Now()
+	return true
 }
 
 // collect reads acquire replies until t valid votes make a token, the

@@ -390,7 +390,22 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 		log.Debugw("votes in the wait answers make no token", "resource", p.resource, "epoch", epoch, "voters", at)
 		return nil, nil
 	}
+	// If the candidate fails, the round asks the other members at this
+	// epoch (voteRound.widen); like an Acquire round's fan-out, the calls
+	// end with the client, and votes that come too late are withdrawn.
+	rctx, cancel := context.WithCancel(c.ctx)
+	widened := false
+	r.ask = func(ms []member) <-chan reply {
+		widened = true
+		req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Epoch: epoch, Key: p.key, TTL: ttl}.Marshal()
+		return c.fanOutTo(rctx, ms, protocol.ProtoAcquire, req)
+	}
 	tok, lock, err := c.commitChecked(ctx, r, *tok, ttl, p)
+	if widened && tok == nil {
+		c.drainLate(r.ch, len(c.members)-r.got, stmt, p.key, cancel)
+	} else {
+		cancel()
+	}
 	if tok == nil || err != nil {
 		// No valid token after all, or its commit failed: the leases
 		// started for it are released; the next round starts above.

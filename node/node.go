@@ -766,20 +766,32 @@ func (n *Node) handleCommit(ctx context.Context, from peer.ID, b []byte) ([]byte
 		o := n.cfg.Rules.Commit(rec, from.String(), req.Token, shown, req.TTL, now)
 		return n.cfg.Rules.withCertificate(o, req.Token, cert)
 	})
-	n.servedBy(from, req.Token, req.Key, reply)
+	// Only a Commit this node took serves the session: one it refused (a
+	// token that does not verify: the client combined a Byzantine
+	// member's invalid partial before checking) leaves the waiter its
+	// place, where the client completes the token at the same epoch
+	// (issue 20: a Byzantine member must not cost an honest waiter its
+	// turn).
+	if accepted(reply) {
+		n.served(from, req.Token)
+	}
 	return reply, err
 }
 
+// accepted reports whether reply is an Ack with CodeOK.
+func accepted(reply []byte) bool {
+	a, err := protocol.UnmarshalAck(reply)
+	return err == nil && a.Code == protocol.CodeOK
+}
+
 // servedBy takes tok's session out of its wait queue (served) after a
-// Commit or Release from its holder's identity that carried the session's
-// key, or that the node accepted: a sibling process of the identity, which
-// has neither, cannot take the session's place in line away with a forged
+// Release from its holder's identity that carried the session's key, or
+// that the node accepted: a sibling process of the identity, which has
+// neither, cannot take the session's place in line away with a forged
 // token (issue 20).
 func (n *Node) servedBy(from peer.ID, tok protocol.Token, key protocol.SessionKey, reply []byte) {
-	if key.IsZero() || key.Session() != tok.Holder.Session {
-		if a, err := protocol.UnmarshalAck(reply); err != nil || a.Code != protocol.CodeOK {
-			return
-		}
+	if (key.IsZero() || key.Session() != tok.Holder.Session) && !accepted(reply) {
+		return
 	}
 	n.served(from, tok)
 }

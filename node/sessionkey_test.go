@@ -179,8 +179,9 @@ func TestReleaseThroughHandler(t *testing.T) {
 
 // TestForgedTokenKeepsWaiterPlace: a sibling process of a waiter's
 // identity cannot take the waiter's place in line away with a forged
-// Commit or Release naming the waiter's session; the waiter's own Release
-// (with its key) does leave the line.
+// Commit or Release naming the waiter's session, nor does the waiter's
+// own Commit that the node refuses; the waiter's own Release (with its
+// key) does leave the line.
 func TestForgedTokenKeepsWaiterPlace(t *testing.T) {
 	lc := newLimitsCluster(t)
 	d := nodeDriver{t: t, lc: lc, n: lc.startNode1(t, NewMemStore(), Limits{}, "")}
@@ -202,7 +203,14 @@ func TestForgedTokenKeepsWaiterPlace(t *testing.T) {
 	require.NotEqual(t, protocol.CodeOK, d.releaseReq(b, protocol.ReleaseRequest{Token: forged}).Code)
 	require.Equal(t, 1, d.n.QueueStats().Waiters, "the forgeries took no place away")
 
-	// b's own request (with its key) leaves the line, whatever the node
+	// b's own Commit (with its key) of a token that does not verify, as
+	// when the client combined a Byzantine member's invalid partial before
+	// checking: refused, and b keeps its place, where it completes the
+	// token at the same epoch.
+	require.NotEqual(t, protocol.CodeOK, d.commitReq(b, protocol.CommitRequest{Token: forged, Key: keyOf(hb)}).Code)
+	require.Equal(t, 1, d.n.QueueStats().Waiters, "a refused Commit serves no one")
+
+	// b's own Release (with its key) leaves the line, whatever the node
 	// made of it.
 	d.releaseReq(b, protocol.ReleaseRequest{Token: forged, Key: keyOf(hb)})
 	require.Zero(t, d.n.QueueStats().Waiters)

@@ -143,9 +143,13 @@ func TestHandoffVoteInWaitAnswer(t *testing.T) {
 
 // TestHandoffWaitVoteForgedPartial: a member that puts a forged partial
 // (a well-formed one over another message: only a pairing finds it) in
-// its Wait answers does not stop the handoff: the client checks the
-// votes of Wait answers as it checks an Acquire round's, and falls back
-// to an Acquire round when they make no token.
+// its Wait answers neither stops the handoff nor costs the waiter its
+// turn: the client checks the votes of Wait answers as it checks an
+// Acquire round's, and when they make no token it asks the other members
+// at the same epoch. So every handoff takes exactly one epoch. (Before,
+// the waiter released the candidate's leases, which had ended its turn,
+// and went on above behind everyone: grants at epochs [14 17 18] and
+// [8 13 14] for the three waiters.)
 func TestHandoffWaitVoteForgedPartial(t *testing.T) {
 	const waiters = 3
 	nw := startNet(t, 4, waiters+1, Options{})
@@ -159,6 +163,9 @@ func TestHandoffWaitVoteForgedPartial(t *testing.T) {
 	require.Len(t, toks, waiters)
 	require.GreaterOrEqual(t, forger.waitForged(), waiters, "the forger put a forged partial in its Wait answer of every handoff")
 	t.Logf("forged partials in Wait answers: %d; grants at epochs %v", forger.waitForged(), epochsOf(toks))
+	for i := 1; i < len(toks); i++ {
+		require.Equal(t, toks[i-1].Epoch+1, toks[i].Epoch, "each handoff at the epoch its Wait answers voted at: %v", epochsOf(toks))
+	}
 }
 
 func epochsOf(toks []protocol.Token) []uint64 {
