@@ -26,12 +26,16 @@ package testnet
 //     start. The queue orders waiters by the lease generation (cohort)
 //     they first waited behind, and by a per-slot draw over the identities
 //     within one.
-//     From its Acquire call to its first Wait, W may see one handoff, and
-//     members may place a Wait that arrives around a handoff one
-//     generation apart (a claim then moves it up at most one): so W's
-//     cohort is the generation at its start or the next one, and every
-//     waiter that started before the second grant after W's start may
-//     share it (s = 1). An identity holding the live lease waits behind
+//     W joins the queue with its first Wait (registered: the first
+//     member to get one, see watchRegistrations), after a first round
+//     that met the resource held; that round may span handoffs (members
+//     slowed or lying), and a client that asked later but whose round was
+//     quicker may be served in them. Members may place a Wait that
+//     arrives around a handoff one generation apart (a claim then moves
+//     it up at most one): so W's cohort is the generation at its
+//     registration or the next one, and every waiter that started before
+//     the second grant after W's registration (its start if it never
+//     waited) may share it (s = 1). An identity holding the live lease waits behind
 //     it (node's cohortFor, holderLeased): when W's key is shared with
 //     another honest client, one more generation (s = 2).
 //   - The bound (the issue's): W is served within ahead(W)+1 grants,
@@ -102,6 +106,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
@@ -127,6 +133,9 @@ type fairWait struct {
 	// lapsed names an honest node at which the wait's session let its
 	// reservation run out ("" if none did).
 	lapsed string
+	// registered is when a member first got the session's Wait (zero if
+	// it never waited: its rounds won).
+	registered time.Time
 	// ranOut: the lease may have ended by its TTL (lost before Release,
 	// or the Release not acknowledged by 2f+1 members).
 	ranOut   bool
@@ -164,6 +173,9 @@ type fairLog struct {
 	// lapses are the sessions whose reservation ran out unused at an
 	// honest node, by resource and session, with the first node seen.
 	lapses map[fairLapse]int
+	// registered is when a member first got a Wait of the session on the
+	// resource: when it joined the queue (see judgeFairness).
+	registered map[fairLapse]time.Time
 }
 
 // fairLapse is a session's lapse on a resource.
@@ -202,6 +214,33 @@ func (o *oracle) watchLapses(nw *Network) (stop func()) {
 		once.Do(func() { close(done) })
 		<-stopped
 	}
+}
+
+// watchRegistrations records, for every session, when a member of nw
+// first got a Wait of it: when the session joined the queue. The first
+// Wait of an Acquire comes after its first round, which met the resource
+// held; a round slowed by delayed or lying members may span more than one
+// handoff, and the waiter's place is only settled from its registration.
+func (o *oracle) watchRegistrations(nw *Network) {
+	nw.ObserveRequests(func(_ int, proto string, _ peer.ID, req []byte) {
+		if proto != protocol.ProtoWait {
+			return
+		}
+		r, err := protocol.UnmarshalWaitRequest(req)
+		if err != nil {
+			return
+		}
+		at := time.Now()
+		k := fairLapse{r.Resource, r.Key.Session()}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.fair.registered == nil {
+			o.fair.registered = map[fairLapse]time.Time{}
+		}
+		if _, ok := o.fair.registered[k]; !ok {
+			o.fair.registered[k] = at
+		}
+	})
 }
 
 // readLapses merges the recent lapses of nw's honest nodes.
@@ -401,6 +440,9 @@ func (o *oracle) checkFairness() {
 		if n, ok := o.fair.lapses[fairLapse{w.res, w.session}]; ok && w.granted && w.group == 0 {
 			w.lapsed = fmt.Sprintf("node %d", n)
 		}
+		if at, ok := o.fair.registered[fairLapse{w.res, w.session}]; ok && w.granted && w.group == 0 {
+			w.registered = at
+		}
 	}
 	v := judgeFairness(o.fair.waits, o.fair.liarGrants, append(append([]fairSpan(nil), faults...), o.fair.liarSpans...), shared)
 	for _, s := range v.violations {
@@ -546,6 +588,9 @@ func judgeFairness(waits []fairWait, liarGrants []fairGrant, spans []fairSpan, s
 		// of it.
 		own := func(id string) bool { return shared[w.key] && id != "" && id == w.id }
 		from := w.start
+		if w.registered.After(from) {
+			from = w.registered
+		}
 		for _, g := range grants[k] {
 			if g.at.After(from) && g.at.Before(w.end) && g.w != i && own(g.id) {
 				from = g.at

@@ -187,6 +187,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 			sc.run(ctx, &opsDone)
 		}()
 	}
+	o.watchRegistrations(nw)        // when waiters joined the queue, for the fairness check
 	stopLapses := o.watchLapses(nw) // the honest nodes' lapses, for the fairness check
 	defer stopLapses()
 	lctx, stopLiars := context.WithCancel(ctx) // hostile clients, while the honest ones run

@@ -193,6 +193,7 @@ type Member struct {
 	delay   time.Duration
 	filter  func(proto string, reply []byte) []byte
 	byz     Behaviour
+	observe func(proto string, from peer.ID, req []byte)
 }
 
 // Behaviour makes a node Byzantine. It decorates the honest node: it sees
@@ -216,10 +217,29 @@ func (nw *Network) SetBehaviour(i int, b Behaviour) {
 	m.byz = b
 }
 
+// ObserveRequests makes every node pass each request frame it gets
+// (before a Byzantine behaviour sees it) to fn with the node's index (nil:
+// none). fn must not block.
+func (nw *Network) ObserveRequests(fn func(i int, proto string, from peer.ID, req []byte)) {
+	for _, m := range nw.Members {
+		m.mu.Lock()
+		if fn == nil {
+			m.observe = nil
+		} else {
+			i := m.Index
+			m.observe = func(proto string, from peer.ID, req []byte) { fn(i, proto, from, req) }
+		}
+		m.mu.Unlock()
+	}
+}
+
 func (m *Member) handle(ctx context.Context, proto string, from peer.ID, req []byte) ([]byte, bool, error) {
 	m.mu.Lock()
-	b := m.byz
+	b, observe := m.byz, m.observe
 	m.mu.Unlock()
+	if observe != nil {
+		observe(proto, from, req)
+	}
 	if b == nil {
 		return nil, false, nil
 	}
