@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
+	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -384,4 +385,19 @@ func fairnessViolations(t *testing.T, err error) []string {
 		}
 	}
 	return out
+}
+
+// TestNotHolderRefusalsHonestOnly: the "ended under it" check counts the
+// not-holder refusals of honest members only (seed 38: a Byzantine
+// member and one honest member refused a Release as not-holder on a
+// resource whose only liar never sends one).
+func TestNotHolderRefusalsHonestOnly(t *testing.T) {
+	notHolder := func(i int) *client.NodeError {
+		return &client.NodeError{Index: i, Err: &protocol.RefusedError{Code: protocol.CodeNotHolder}}
+	}
+	stale := &client.NodeError{Index: 2, Err: &protocol.RefusedError{Code: protocol.CodeStale}}
+	err := fmt.Errorf("client: release: %w", &client.QuorumError{Op: "release", Need: 3, Got: 1, Nodes: []*client.NodeError{notHolder(1), stale, notHolder(4)}})
+	require.Equal(t, 2, notHolderRefusals(err, nil))
+	require.Equal(t, 1, notHolderRefusals(err, map[int]int{4: 0}), "member 4 is Byzantine")
+	require.Zero(t, notHolderRefusals(nil, nil))
 }
