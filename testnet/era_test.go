@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -322,6 +323,15 @@ func TestScenarioKinds(t *testing.T) {
 				defer cancel()
 				rep, err := runScenario(ctx, t, seed, ScenarioConfig{TimeScale: scale})
 				require.NoError(t, err)
+				if rep.ReshareExcused && strings.HasPrefix(k.kind, "reshare") {
+					// The resharing ran out of time while the load took
+					// at least a phase timeout from it (the oracle's rule,
+					// reshareExcused): no new era exists, so there is
+					// nothing to relay or issue. Said, not passed over in
+					// silence; the run's other verdicts stand.
+					t.Logf("%s seed %d: the era checks are not made: the resharing timed out under load (took %v, lateness %v during the DKG)", k.kind, seed, rep.ReshareTook, rep.ReshareLate)
+					return
+				}
 				switch k.kind {
 				case "shared-identity":
 					require.True(t, rep.SharedIdentity)
