@@ -96,7 +96,8 @@ package testnet
 // honest members refused as not-holder, while a liar ran and no crash, restart, restore, cut-off
 // or reconnect fell between its grant and its Release (plus fairSettle),
 // is "forge: ... ended under ...". (A Lock that only missed its renewal
-// deadline is not judged: that is timing.)
+// deadline, or whose Release began past its Deadline, is not judged: that
+// is timing.)
 
 import (
 	"errors"
@@ -305,15 +306,17 @@ func (o *oracle) fairEnd(w int, l *client.Lock, err error) {
 }
 
 // fairReleased records how the lease of Acquire call w ended: lost is
-// the Lock's Err before Release (nil: still held), err what Release
+// the Lock's Err before Release (nil: still held), late whether Release
+// began at or after the Lock's Deadline (the lease may have run out by
+// its TTL before the Lock noticed: a stalled process), err what Release
 // returned.
-func (o *oracle) fairReleased(w int, lost, err error) {
+func (o *oracle) fairReleased(w int, lost error, late bool, err error) {
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	fw := &o.fair.waits[w]
 	fw.released = now
-	fw.ranOut = lost != nil || err != nil
+	fw.ranOut = lost != nil || late || err != nil
 	// Only honest members' refusals count: a Byzantine one (or one
 	// restored from an old copy) refuses what it likes. With one honest
 	// member that held no lease of the holder at that epoch, that made
@@ -323,7 +326,7 @@ func (o *oracle) fairReleased(w int, lost, err error) {
 	switch f, bad := o.p.f, o.p.faulty(); {
 	case notHolderRefusals(lost, bad) > f:
 		fw.endedUnder = fmt.Sprintf("lost: %v", lost)
-	case lost == nil && notHolderRefusals(err, bad) > f:
+	case lost == nil && !late && notHolderRefusals(err, bad) > f:
 		fw.endedUnder = fmt.Sprintf("release refused: %v", err)
 	}
 }

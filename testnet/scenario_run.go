@@ -435,7 +435,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 			}
 		}
 		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		o.fairReleased(fw, l.Err(), l.Release(rctx)) // may fail under faults; the lease then runs out
+		o.fairReleased(fw, l.Err(), !time.Now().Before(l.Deadline()), l.Release(rctx)) // may fail under faults; the lease then runs out
 		rcancel()
 		writeStale(soon)
 		soon = nil
@@ -469,7 +469,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 		}
 		o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
 		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		o.fairReleased(fw, l.Err(), l.Release(rctx))
+		o.fairReleased(fw, l.Err(), !time.Now().Before(l.Deadline()), l.Release(rctx))
 		rcancel()
 	}
 	o.gaveUp(i) // if it never acquired
