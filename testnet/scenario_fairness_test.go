@@ -188,7 +188,7 @@ func TestJudgeFairness(t *testing.T) {
 // every other waiter itself: not free, no place. The honest node below
 // then stops seeing those waiters, drops them (their reservation lapses
 // unused), and serves the preferred one. Prefer later arrivals and the
-// queue is LIFO; prefer one identity and it always goes first.
+// queue is LIFO; put one identity after all others and it goes last.
 type unfairQueue struct {
 	passThrough
 	prefer func(a, b unfairWaiter) bool // a goes before b
@@ -208,25 +208,29 @@ func lifoQueue() Behaviour {
 	return &unfairQueue{prefer: func(a, b unfairWaiter) bool { return a.first.After(b.first) }}
 }
 
-// favouriteQueue prefers the first identity it sees waiting on a
-// resource, always.
-func favouriteQueue() Behaviour {
+// lastQueues returns the nodes of one run that all serve the same
+// identity last, always: the first any of them sees waiting goes only
+// when no other identity waits. (Their mirror, nodes that serve one
+// identity first, is not among the mutants: a favourite that is served
+// and comes back once during another's wait stays inside the one
+// generation of slack the bound allows, and was caught on 0 to 6 seeds
+// of 12 from run to run, too few to tell from timing.)
+func lastQueues() func() Behaviour {
 	var mu sync.Mutex
-	fav := map[string]string{} // resource -> identity; set on first sight
-	u := &unfairQueue{}
-	u.prefer = func(a, b unfairWaiter) bool {
+	last := "" // set on first sight, by any node of the run
+	prefer := func(a, b unfairWaiter) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return a.id == fav[""] && b.id != fav[""]
+		return b.id == last && a.id != last
 	}
-	u.first = func(id string) {
+	first := func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
-		if fav[""] == "" {
-			fav[""] = id
+		if last == "" {
+			last = id
 		}
 	}
-	return u
+	return func() Behaviour { return &unfairQueue{prefer: prefer, first: first} }
 }
 
 func (u *unfairQueue) Request(ctx context.Context, m *Member, proto string, from peer.ID, req []byte) ([]byte, bool, error) {
@@ -310,8 +314,8 @@ var unfairSeeds = []int64{1, 2, 3, 5, 7, 9, 14, 15, 16, 17, 22, 24}
 var honestSeeds = unfairSeeds
 
 // TestFairnessOracleCatchesUnfairNodes runs pinned seeds through the real
-// scenario driver with every node serving its queue LIFO, or always
-// preferring one identity (unfairQueue): the oracle reports fairness
+// scenario driver with every node serving its queue LIFO, or serving one
+// identity last (unfairQueue): the oracle reports fairness
 // violations, on at least 2 of the 12 seeds for each.
 // TestFairnessHonestQueues runs most of the same seeds with honest queues.
 func TestFairnessOracleCatchesUnfairNodes(t *testing.T) {
@@ -320,8 +324,8 @@ func TestFairnessOracleCatchesUnfairNodes(t *testing.T) {
 	}
 	unfair := []struct {
 		name string
-		new  func() Behaviour
-	}{{"LIFO", lifoQueue}, {"favourite", favouriteQueue}}
+		run  func() func() Behaviour // the nodes of one run
+	}{{"LIFO", func() func() Behaviour { return lifoQueue }}, {"last", lastQueues}}
 	seeds := unfairSeeds
 	found := make([]int, len(unfair)) // seeds with violations
 	for _, seed := range seeds {
@@ -334,7 +338,7 @@ func TestFairnessOracleCatchesUnfairNodes(t *testing.T) {
 				cfg.TimeScale = 3
 			}
 			for i, u := range unfair {
-				cfg.Dir, cfg.everyNode = t.TempDir(), u.new
+				cfg.Dir, cfg.everyNode = t.TempDir(), u.run()
 				_, err := RunScenario(ctx, seed, cfg)
 				v := fairnessViolations(t, err)
 				t.Logf("%s queues: %v", u.name, v)
