@@ -435,7 +435,9 @@ func (c *Client) learnEpoch(resource string, epoch uint64) {
 func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions, wait bool) (*Lock, error) {
 	// Each acquisition is a session of its own, owned by a key only this
 	// process knows (issue 20): a sibling process sharing the identity key
-	// can neither renew, abandon nor release it.
+	// can neither renew, abandon nor release it. A round that sent a
+	// Commit and made no lock spends the session (planner.spent): the
+	// rounds after it draw a new one.
 	key, err := protocol.NewSessionKey(c.cfg.SessionKeys)
 	if err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
@@ -451,6 +453,13 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 	for {
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
+		}
+		if p.spent {
+			key, err := protocol.NewSessionKey(c.cfg.SessionKeys)
+			if err != nil {
+				return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
+			}
+			p.renew(key)
 		}
 		start := c.cfg.Clock.Now()
 		lock, err := c.attempt(ctx, ttl, p)
@@ -470,7 +479,7 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 		if !v.retry() {
 			return nil, v.err
 		}
-		log.Debugw("acquire round failed", "resource", resource, "round", p.rounds, "took", p.lastRound, "split", p.split, "pause", v.pause, "err", err)
+		log.Debugw("acquire round failed", "resource", resource, "session", p.holder.Ref().Short(), "round", p.rounds, "took", p.lastRound, "split", p.split, "queue", v.queue, "pause", v.pause, "err", err)
 		if v.queue {
 			// Push handoff: the nodes answer our long poll when it is
 			// our turn; only if they cannot (too few answer) do we poll
@@ -486,10 +495,10 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 			if ctx.Err() != nil || c.ctx.Err() != nil {
 				return nil, fmt.Errorf("client: acquire %q: %w (last attempt: %w)", resource, werr, unwrapRetry(err))
 			}
-			log.Debugw("wait for turn failed", "resource", resource, "err", werr)
+			log.Debugw("wait for turn failed", "resource", resource, "session", p.holder.Ref().Short(), "err", werr)
 			if ws := (*waitSplit)(nil); errors.As(werr, &ws) && ws.soon {
 				v.pause = c.jitter(c.cfg.MinBackoff)
-				log.Debugw("split wait: asking again soon", "resource", resource, "pause", v.pause)
+				log.Debugw("split wait: asking again soon", "resource", resource, "session", p.holder.Ref().Short(), "pause", v.pause)
 			}
 		}
 		if v.pause <= 0 {
@@ -586,6 +595,9 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 		return &tok, nil, ErrClosed
 	}
 	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
+	// Whatever comes of it, the members that took the Commit, or take
+	// the Release of a failed one, are done with this session.
+	p.spent = true
 	if verr := <-verified; verr != nil {
 		// S2: never hand out a token that does not verify.
 		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
@@ -608,7 +620,7 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 		return &tok, nil, err
 	}
 	l := newLock(c, tok, p.key, left, sent, r.b.suspects())
-	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch)
+	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch, "session", p.holder.Ref().Short())
 	return &tok, l, nil
 }
 

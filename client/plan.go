@@ -96,8 +96,13 @@ type planner struct {
 	// and a session ID drawn for this acquisition alone, used in every
 	// round of it (so a node recognises a re-sent request) and in no
 	// other acquisition (so two processes sharing one key, or two
-	// acquisitions of one process, are distinct holders).
+	// acquisitions of one process, are distinct holders). A round that
+	// sent a Commit and got no lock ends the session (spent): its
+	// candidate's leases are released, and a member that took the
+	// Commit or the Release queues that session no more, so the rounds
+	// after it go on in a new one (renew).
 	holder protocol.Holder
+	spent  bool
 	// key is the session's key (holder.Session is key.Session()): it goes
 	// in every request that acts on the session (Acquire, Wait, Commit,
 	// Abandon, and the Lock's Renew and Release), never in a reply, and
@@ -213,6 +218,11 @@ func (p *planner) observe(b *ballot) {
 func (p *planner) ended(took time.Duration) {
 	p.rounds++
 	p.lastRound = took
+}
+
+// renew goes on in the session key owns: the last one is spent.
+func (p *planner) renew(key protocol.SessionKey) {
+	p.key, p.holder.Session, p.spent = key, key.Session(), false
 }
 
 // next decides, after a round that ended with err (from the status, the

@@ -78,7 +78,7 @@ const waitVoteGrace = 100 * time.Millisecond
 func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*Lock, error) {
 	wctx, cancel := c.linked(ctx)
 	defer cancel()
-	asks := &waitAsks{f: c.f, floor: p.floor, era: p.era, known: map[int]uint64{}}
+	asks := &waitAsks{f: c.f, floor: p.floor, era: p.era, known: map[int]uint64{}, now: c.cfg.Clock.Now}
 	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Key: p.key}
 	if req.Epoch = asks.ask(0); req.Epoch > 0 {
 		req.TTL = ttl
@@ -147,8 +147,11 @@ type waitAsks struct {
 	// (it gives the same vote again there).
 	known map[int]uint64
 	// held is, per member whose last answer was not free, whom that
-	// answer says the resource is held for.
-	held map[int]protocol.WaitReply
+	// answer says the resource is held for, and heldAt when it came (by
+	// now, time.Now if nil).
+	held   map[int]protocol.WaitReply
+	heldAt map[int]time.Time
+	now    func() time.Time
 }
 
 // report records a member's answer.
@@ -161,9 +164,59 @@ func (a *waitAsks) report(member int, wr protocol.WaitReply) {
 		return
 	}
 	if a.held == nil {
-		a.held = map[int]protocol.WaitReply{}
+		a.held, a.heldAt = map[int]protocol.WaitReply{}, map[int]time.Time{}
 	}
-	a.held[member] = wr
+	a.held[member], a.heldAt[member] = wr, a.clock()
+}
+
+func (a *waitAsks) clock() time.Time {
+	if a.now == nil {
+		return time.Now()
+	}
+	return a.now()
+}
+
+// lagging says how much longer a wait that holds votes (free) gives the
+// members that have not said free, and whether it should (a split
+// otherwise). They only lag when each one's last answer shows a committed
+// lease at an epoch below the lowest of our votes: the voters moved past
+// that lease, so its Release has yet to reach the member (a busy machine
+// spreads one request's arrival at the members over more than
+// waitVoteGrace). If, counting those, t members would say free, the wait
+// gives them until the leases they showed would have run out by
+// themselves, and no later than until. A member that holds the resource
+// for anyone else (a turn, a vote, a lease at or above our votes) makes
+// the members disagree; so do members that failed (gone).
+func (a *waitAsks) lagging(free map[int]protocol.WaitReply, t int, gone map[int]bool, until time.Time) (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	low := uint64(math.MaxUint64)
+	for _, wr := range free {
+		if wr.Vote != nil {
+			low = min(low, wr.Vote.Epoch)
+		}
+	}
+	now := a.clock()
+	lag, end := 0, now
+	for m, wr := range a.held {
+		if _, ok := free[m]; ok || gone[m] {
+			continue
+		}
+		if wr.Pending || wr.LeaseEpoch == 0 || wr.LeaseEpoch >= low {
+			return 0, false
+		}
+		lag++
+		if e := a.heldAt[m].Add(wr.Left); e.After(end) {
+			end = e
+		}
+	}
+	if until.Before(end) {
+		end = until
+	}
+	if len(free)+lag < t || !end.After(now) {
+		return 0, false
+	}
+	return end.Sub(now), true
 }
 
 // splitSoon says, after a split wait, whether to ask again soon (see
@@ -319,26 +372,34 @@ func (c *Client) pollTurn(ctx context.Context, p *planner, req protocol.WaitRequ
 			return ErrClosed
 		}
 	}
-	failed := 0
+	failed := map[int]bool{}
 	var split <-chan time.Time // set once we hold a member's vote
+	var lagUntil time.Time     // how long lagging members are waited for
 	for k := 0; len(free) < c.t; k++ {
 		if k == polling {
 			return errNoTurn
 		}
 		if split == nil && holdsVote(free) {
 			split = c.cfg.Clock.After(waitVoteGrace)
+			lagUntil = c.cfg.Clock.Now().Add(waitVoteGrace + c.cfg.RequestTimeout)
 		}
 		var tn turn
 		select {
 		case tn = <-turns:
 		case <-split:
-			return errWaitSplit
+			d, ok := asks.lagging(free, c.t, failed, lagUntil)
+			if !ok {
+				return errWaitSplit
+			}
+			split = c.cfg.Clock.After(d)
+			k--
+			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		if tn.err != nil {
-			log.Debugw("wait failed", "node", tn.index, "resource", p.resource, "err", tn.err)
-			if failed++; len(c.members)-failed < c.t {
+			log.Debugw("wait failed", "node", tn.index, "resource", p.resource, "session", p.holder.Ref().Short(), "err", tn.err)
+			if failed[tn.index] = true; len(c.members)-len(failed) < c.t {
 				return errNoTurn
 			}
 			continue
@@ -387,7 +448,7 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 	if tok == nil {
 		// Fewer than t valid votes: the Acquire round at this epoch gets
 		// the honest voters' votes again and asks the others.
-		log.Debugw("votes in the wait answers make no token", "resource", p.resource, "epoch", epoch, "voters", at)
+		log.Debugw("votes in the wait answers make no token", "resource", p.resource, "session", p.holder.Ref().Short(), "epoch", epoch, "voters", at)
 		return nil, nil
 	}
 	// If the candidate fails, the round asks the other members at this

@@ -92,3 +92,44 @@ func TestWaitSplitSoon(t *testing.T) {
 	require.False(t, soon, "member 4 said free after holding for bob")
 	require.ErrorIs(t, &waitSplit{soon: true}, errWaitSplit)
 }
+
+// TestWaitLagging: a wait that holds votes gives the members that have not
+// said free more time only when they lag (each showed a committed lease
+// below our votes, whose Release has yet to reach it) and would make t;
+// no longer than those leases would run by themselves, nor than until.
+func TestWaitLagging(t *testing.T) {
+	now := time.Unix(1000, 0)
+	bob := protocol.HolderRef{ID: "bob", Session: protocol.SessionHash{2}}
+	lease := func(epoch uint64, left time.Duration) protocol.WaitReply {
+		return protocol.WaitReply{LeaseEpoch: epoch, Left: left, Holder: bob}
+	}
+	voted := protocol.WaitReply{Free: true, Vote: &protocol.WaitVote{Epoch: 8}}
+	free := map[int]protocol.WaitReply{1: voted, 2: voted}
+	for _, tc := range []struct {
+		name    string
+		answers map[int]protocol.WaitReply
+		gone    map[int]bool
+		until   time.Duration
+		want    time.Duration // 0: a split
+	}{
+		{"the ended lease's Release is on its way", map[int]protocol.WaitReply{3: lease(7, time.Second)}, nil, 5 * time.Second, time.Second},
+		{"no longer than until", map[int]protocol.WaitReply{3: lease(7, time.Second)}, nil, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"a lease at our votes' epoch", map[int]protocol.WaitReply{3: lease(8, time.Second)}, nil, 5 * time.Second, 0},
+		{"another waiter's turn", map[int]protocol.WaitReply{3: {Pending: true, Holder: bob}}, nil, 5 * time.Second, 0},
+		{"another contender's vote", map[int]protocol.WaitReply{3: {Pending: true, LeaseEpoch: 7, Left: time.Second, Holder: bob}}, nil, 5 * time.Second, 0},
+		{"one lags, one holds for another", map[int]protocol.WaitReply{3: lease(7, time.Second), 4: {Pending: true, Holder: bob}}, nil, 5 * time.Second, 0},
+		{"the lagging member failed", map[int]protocol.WaitReply{3: lease(7, time.Second)}, map[int]bool{3: true}, 5 * time.Second, 0},
+		{"a failed member beside a lagging one", map[int]protocol.WaitReply{3: lease(7, time.Second), 4: lease(7, 2*time.Second)}, map[int]bool{4: true}, 5 * time.Second, time.Second},
+		{"the lease ran out by itself", map[int]protocol.WaitReply{3: lease(7, 0)}, nil, 5 * time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &waitAsks{f: 1, known: map[int]uint64{}, now: func() time.Time { return now }}
+			for m, wr := range tc.answers {
+				a.report(m, wr)
+			}
+			d, ok := a.lagging(free, 3, tc.gone, now.Add(tc.until))
+			require.Equal(t, tc.want > 0, ok)
+			require.Equal(t, tc.want, d)
+		})
+	}
+}

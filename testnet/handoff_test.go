@@ -2,14 +2,20 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
+	"github.com/palisade-dev/palisade/internal/testwait"
+	"github.com/palisade-dev/palisade/protocol"
 )
 
 // TestFairHandoff: clients that all want one resource, each releasing and
@@ -111,4 +117,202 @@ func TestOnePairingPerToken(t *testing.T) {
 	t.Logf("%d cycles: %d signature checks on the nodes", cycles, checks)
 	// Each token reaches at most N - t = 1 node that did not vote.
 	require.LessOrEqual(t, checks, uint64(cycles))
+}
+
+// commitDropper resets the stream of the first Commit each member it
+// decorates gets from one client: the first of ids that sends one (the
+// victim), and records that Commit's session.
+type commitDropper struct {
+	passThrough
+	ids     map[string]bool
+	mu      sync.Mutex
+	victim  string
+	dropped map[int]protocol.SessionID // member -> the session dropped
+}
+
+func (d *commitDropper) Request(_ context.Context, m *Member, proto string, from peer.ID, req []byte) ([]byte, bool, error) {
+	if proto != protocol.ProtoCommit || !d.ids[from.String()] {
+		return nil, false, nil
+	}
+	r, err := protocol.UnmarshalCommitRequest(req)
+	if err != nil {
+		return nil, false, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.victim == "" {
+		d.victim = from.String()
+	}
+	if _, ok := d.dropped[m.Index]; ok || from.String() != d.victim {
+		return nil, false, nil
+	}
+	d.dropped[m.Index] = r.Token.Holder.Session
+	return nil, true, errors.New("commit dropped")
+}
+
+func (d *commitDropper) lost() (string, map[int]protocol.SessionID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.victim, maps.Clone(d.dropped)
+}
+
+// TestLostCommitQueuesAgain: a waiter whose turn came but whose Commit
+// fewer than t members took (two of four drop its first one) releases
+// the candidate's leases, and a member that took that session's Commit
+// or Release queues the session no more. So the waiter goes on in a new
+// session, which queues: while the next waiter, served meanwhile, holds
+// the resource, every member keeps it in line beside the third waiter
+// (which keeps the queue from emptying and forgetting), and it is served
+// after that one. (Before, it went on in the spent session: long polls
+// that no member queued, passed over by every later waiter until the
+// queue emptied.)
+func TestLostCommitQueuesAgain(t *testing.T) {
+	nw := startNet(t, 4, 4, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder := newClient(t, nw, 0, client.Config{})
+	lh, err := holder.Acquire(ctx, "r")
+	require.NoError(t, err)
+
+	type result struct {
+		l   *client.Lock
+		err error
+	}
+	waiting := map[string]chan result{} // client ID -> its Acquire's result
+	drop := &commitDropper{ids: map[string]bool{}, dropped: map[int]protocol.SessionID{}}
+	waiters := func(k int) func() bool {
+		return func() bool {
+			for _, m := range nw.Members {
+				if nw.Node(m.Index).QueueStats().Waiters != k {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	var clients []*client.Client
+	for i := 1; i <= 3; i++ {
+		c := newClient(t, nw, i, client.Config{})
+		drop.ids[c.ID()] = true
+		clients = append(clients, c)
+	}
+	nw.SetBehaviour(1, drop)
+	nw.SetBehaviour(2, drop)
+	for i, c := range clients {
+		ch := make(chan result, 1)
+		waiting[c.ID()] = ch
+		go func() {
+			l, err := c.Acquire(ctx, "r")
+			ch <- result{l, err}
+		}()
+		require.Eventually(t, waiters(i+1), testwait.HangCeiling, 5*time.Millisecond, "%d waiters at every member", i+1)
+	}
+	// next is the waiter served next; it must not be the victim.
+	next := func(what string) (string, *client.Lock) {
+		t.Helper()
+		deadline := time.After(testwait.HangCeiling)
+		for {
+			for id, ch := range waiting {
+				select {
+				case r := <-ch:
+					require.NoError(t, r.err, what)
+					delete(waiting, id)
+					return id, r.l
+				default:
+				}
+			}
+			select {
+			case <-deadline:
+				t.Fatalf("nobody was served %s", what)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	require.NoError(t, lh.Release(ctx))
+
+	// The first waiter's turn: two members drop its Commit, so its
+	// candidate fails and the next waiter is served.
+	id, l := next("after the first waiter's Commit was dropped")
+	victim, lost := drop.lost()
+	require.NotEqual(t, victim, id, "the waiter whose Commit was dropped was served first")
+	require.Len(t, lost, 2, "both members dropped the first waiter's Commit")
+	require.Equal(t, lost[1], lost[2])
+
+	// While it holds the resource, the victim waits in line at every
+	// member, beside the third waiter.
+	require.Eventually(t, waiters(2), testwait.HangCeiling, 5*time.Millisecond,
+		"the waiter whose session %s lost its Commit must wait in line at every member beside the third while the resource is held", lost[1].Hash().String()[:8])
+	require.NoError(t, l.Release(ctx))
+	id, l = next("after the second waiter")
+	require.NotEqual(t, victim, id, "the third waiter, in line before the victim's new session, goes first")
+	require.NoError(t, l.Release(ctx))
+	id, l = next("after the third waiter")
+	require.Equal(t, victim, id)
+	require.NotEqual(t, lost[1], l.Token().Holder.Session, "the victim goes on in a new session")
+	require.NoError(t, l.Release(ctx))
+}
+
+// releaseDelayer holds every Release for delay before the honest node
+// takes it: the member learns of a release late.
+type releaseDelayer struct {
+	passThrough
+	delay time.Duration
+}
+
+func (d releaseDelayer) Request(ctx context.Context, _ *Member, proto string, _ peer.ID, _ []byte) ([]byte, bool, error) {
+	if proto == protocol.ProtoRelease {
+		_ = sleepCtx(ctx, d.delay)
+	}
+	return nil, false, nil
+}
+
+// TestWaitGivesLaggingMembersTime: when a release reaches some members
+// well after others (here two of four get it 400 ms late, as on a loaded
+// machine), the waiter holding the first members' votes waits for the
+// late ones, whose answers showed the lease the voters moved past, and
+// takes its turn from the Wait answers: no Acquire round, the next epoch.
+// (With a fixed 100 ms grace it withdrew its votes as if the members
+// disagreed on whose turn it was, and went on by rounds.)
+func TestWaitGivesLaggingMembersTime(t *testing.T) {
+	nw := startNet(t, 4, 2, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder, waiter := newClient(t, nw, 0, client.Config{}), newClient(t, nw, 1, client.Config{})
+	lh, err := holder.Acquire(ctx, "r")
+	require.NoError(t, err)
+	ch := make(chan *client.Lock, 1)
+	errs := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, "r")
+		if err != nil {
+			errs <- err
+			return
+		}
+		ch <- l
+	}()
+	requireWaitersQueued(t, nw, 4, "the waiter is queued at every member")
+	var acquires sync.Map // member -> Acquire requests from the waiter since the release
+	nw.ObserveRequests(func(i int, proto string, from peer.ID, _ []byte) {
+		if proto == protocol.ProtoAcquire && from.String() == waiter.ID() {
+			n, _ := acquires.LoadOrStore(i, new(int64))
+			atomic.AddInt64(n.(*int64), 1)
+		}
+	})
+	defer nw.ObserveRequests(nil)
+	nw.SetBehaviour(3, releaseDelayer{delay: 400 * time.Millisecond})
+	nw.SetBehaviour(4, releaseDelayer{delay: 400 * time.Millisecond})
+	require.NoError(t, lh.Release(ctx))
+	var l *client.Lock
+	select {
+	case l = <-ch:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(testwait.HangCeiling):
+		t.Fatal("the waiter was not served")
+	}
+	rounds := map[int]int64{}
+	acquires.Range(func(k, v any) bool { rounds[k.(int)] = atomic.LoadInt64(v.(*int64)); return true })
+	require.Empty(t, rounds, "the waiter's turn came from its Wait answers, without Acquire rounds")
+	require.Equal(t, lh.Epoch()+1, l.Epoch())
+	require.NoError(t, l.Release(ctx))
 }

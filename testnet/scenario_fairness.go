@@ -82,7 +82,7 @@ package testnet
 // waiter of (Lapse.Told false: a member hiding turns) excuses nothing. The oracle reads every honest
 // node's record of recent lapses (Node.RecentLapses) while the run goes
 // (watchLapses) and leaves out a granted wait whose session (the granted
-// token's holder session: one Acquire call is one session) lapsed at any
+// token's holder session: the last of the Acquire call's) lapsed at any
 // honest node. Without this the verdict would depend on the machine's
 // load.
 //
