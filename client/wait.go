@@ -65,7 +65,11 @@ const waitVoteGrace = 100 * time.Millisecond
 //
 // It first registers with every member (a Wait answered at once), which
 // queues the session and tells its place: the cohort, signed by the member
-// (protocol.SignedPlace). Then it long-polls the members that did not say
+// (protocol.SignedPlace). Once t members answered it waits at most
+// waitVoteGrace for the rest: a member that holds the request without a
+// word must not keep it from long-polling the others, which drop a waiter
+// that does not poll (it was passed over for half a second so). Then it
+// long-polls the members that did not say
 // free, claiming with the f+1 signed places of the lowest cohorts (the
 // (f+1)-th lowest cohort). A member that queued the session one cohort
 // later (its request arrived just after a handoff there) moves it up if
@@ -86,10 +90,17 @@ func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*
 	free := map[int]protocol.WaitReply{} // member index -> its Free answer
 	var places []protocol.SignedPlace
 	replies := c.fanOut(wctx, protocol.ProtoWait, req.Marshal())
-	for range c.members {
+	var rest <-chan time.Time // set once t members answered
+registering:
+	for got := range len(c.members) {
+		if got == c.t {
+			rest = c.cfg.Clock.After(waitVoteGrace)
+		}
 		var r reply
 		select {
 		case r = <-replies:
+		case <-rest:
+			break registering // the long polls ask the others again
 		case <-wctx.Done():
 			return nil, wctx.Err()
 		}

@@ -316,3 +316,73 @@ func TestWaitGivesLaggingMembersTime(t *testing.T) {
 	require.Equal(t, lh.Epoch()+1, l.Epoch())
 	require.NoError(t, l.Release(ctx))
 }
+
+// waitHolder holds every Wait without a word until the test ends (past
+// the node's own request timeout): a member that neither answers nor
+// resets.
+type waitHolder struct {
+	passThrough
+	done <-chan struct{}
+}
+
+func (h waitHolder) Request(_ context.Context, _ *Member, proto string, _ peer.ID, _ []byte) ([]byte, bool, error) {
+	if proto != protocol.ProtoWait {
+		return nil, false, nil
+	}
+	<-h.done
+	return nil, true, errors.New("wait held")
+}
+
+// TestWaitPollsDespiteSilentMember: a waiter whose registering Wait one
+// member holds without a word still long-polls the others, so it is
+// there for its turn and served when the holder releases. (It waited for
+// every member's answer first: the silent member held it to the client's
+// request timeout, a minute here, while the others dropped a waiter that did not
+// poll; in scenario seed 597 it was passed over so for half a second.)
+func TestWaitPollsDespiteSilentMember(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	nw := startNet(t, 4, 2, Options{})
+	nw.SetBehaviour(4, waitHolder{done: done})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder := newClient(t, nw, 0, client.Config{})
+	waiter := newClient(t, nw, 1, client.Config{RequestTimeout: time.Minute})
+	lh, err := holder.Acquire(ctx, "r")
+	require.NoError(t, err)
+	var waits sync.Map // member -> Waits from the waiter
+	nw.ObserveRequests(func(i int, proto string, from peer.ID, _ []byte) {
+		if proto == protocol.ProtoWait && from.String() == waiter.ID() {
+			n, _ := waits.LoadOrStore(i, new(int64))
+			atomic.AddInt64(n.(*int64), 1)
+		}
+	})
+	defer nw.ObserveRequests(nil)
+	ch := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, "r")
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		ch <- err
+	}()
+	// Registered (one Wait) and then long-polling (a second) at each of
+	// the three members that answer.
+	polling := func() bool {
+		for i := 1; i <= 3; i++ {
+			n, ok := waits.Load(i)
+			if !ok || atomic.LoadInt64(n.(*int64)) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(t, polling, testwait.HangCeiling, 5*time.Millisecond, "the waiter long-polls the members that answer")
+	require.NoError(t, lh.Release(ctx))
+	select {
+	case err := <-ch:
+		require.NoError(t, err)
+	case <-time.After(testwait.HangCeiling):
+		t.Fatal("the waiter was not served")
+	}
+}
