@@ -430,8 +430,8 @@ func (c *Client) learnEpoch(resource string, epoch uint64) {
 	c.known[resource] = max(c.known[resource], epoch)
 }
 
-// acquire drives one acquisition: rounds until one acquires or the
-// planner gives up, sleeping the pause the planner picks between them.
+// acquire drives one acquisition (rounds); a session that waited and
+// made no lock leaves the members' queues.
 func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions, wait bool) (*Lock, error) {
 	// Each acquisition is a session of its own, owned by a key only this
 	// process knows (issue 20): a sibling process sharing the identity key
@@ -444,8 +444,36 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 	}
 	p := c.newPlanner(resource, key, wait)
 	p.tokenRelease = o.tokenRelease
-	ttl := o.ttl
 	defer func() { c.learnEpoch(resource, p.learned()) }()
+	lock, err := c.acquireRounds(ctx, o.ttl, p)
+	if err != nil && p.waited {
+		c.leave(resource, p.key)
+	}
+	return lock, err
+}
+
+// leave takes a session that waited and will wait no more (its
+// acquisition gave up, or it was spent) out of every member's queue, in
+// the background: an AbandonRequest at epoch 0. Left there, it would keep
+// one of its identity's few places on the resource
+// (node.Limits.WaitersPerClientPerResource), so that the identity's next
+// session found no room, and be first in line where it had not been
+// pruned yet, for a turn nobody takes, until WaiterTTL.
+func (c *Client) leave(resource string, key protocol.SessionKey) {
+	req := protocol.AbandonRequest{Cluster: c.cfg.Cluster.ID, Resource: resource, Key: key}.Marshal()
+	for _, m := range c.members {
+		c.goFunc(func() {
+			if _, err := c.call(c.ctx, m, protocol.ProtoAbandon, req); err != nil {
+				log.Debugw("leave failed", "node", m.index, "resource", resource, "err", err)
+			}
+		})
+	}
+}
+
+// acquireRounds runs p's rounds until one acquires or the planner gives up,
+// sleeping the pause the planner picks between them.
+func (c *Client) acquireRounds(ctx context.Context, ttl time.Duration, p *planner) (*Lock, error) {
+	resource := p.resource
 	// last is the outcome of the last round that ran to its end: when the
 	// caller gives up in the middle of a round, that one says more (a
 	// holder, a refusal) than the round cut short.
@@ -458,6 +486,9 @@ func (c *Client) acquire(ctx context.Context, resource string, o acquireOptions,
 			key, err := protocol.NewSessionKey(c.cfg.SessionKeys)
 			if err != nil {
 				return nil, fmt.Errorf("client: acquire %q: %w", resource, err)
+			}
+			if p.waited {
+				c.leave(resource, p.key)
 			}
 			p.renew(key)
 		}

@@ -103,6 +103,9 @@ type planner struct {
 	// after it go on in a new one (renew).
 	holder protocol.Holder
 	spent  bool
+	// waited is set once the session asked the members to queue it (a
+	// Wait): if it ends without a lock, it leaves their queues (leave).
+	waited bool
 	// key is the session's key (holder.Session is key.Session()): it goes
 	// in every request that acts on the session (Acquire, Wait, Commit,
 	// Abandon, and the Lock's Renew and Release), never in a reply, and
@@ -222,7 +225,7 @@ func (p *planner) ended(took time.Duration) {
 
 // renew goes on in the session key owns: the last one is spent.
 func (p *planner) renew(key protocol.SessionKey) {
-	p.key, p.holder.Session, p.spent = key, key.Session(), false
+	p.key, p.holder.Session, p.spent, p.waited = key, key.Session(), false, false
 }
 
 // next decides, after a round that ended with err (from the status, the

@@ -82,6 +82,7 @@ const waitVoteGrace = 100 * time.Millisecond
 func (c *Client) waitTurn(ctx context.Context, ttl time.Duration, p *planner) (*Lock, error) {
 	wctx, cancel := c.linked(ctx)
 	defer cancel()
+	p.waited = true
 	asks := &waitAsks{f: c.f, floor: p.floor, era: p.era, known: map[int]uint64{}, now: c.cfg.Clock.Now}
 	req := protocol.WaitRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Key: p.key}
 	if req.Epoch = asks.ask(0); req.Epoch > 0 {

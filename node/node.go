@@ -897,6 +897,13 @@ func (n *Node) handleAbandon(ctx context.Context, from peer.ID, b []byte) ([]byt
 		return protocol.Ack{Code: protocol.CodeWrongCluster}.Marshal(), nil
 	}
 	holder := protocol.Holder{ID: from.String(), Session: req.Key.Session()} // as for Renew
+	if req.Epoch == 0 {
+		// The session leaves the queue (protocol.AbandonRequest): only
+		// the process that holds its key can send this for it.
+		n.dequeue(req.Resource, holder)
+		log.Debugw("waiter left", "node", n.Index(), "resource", req.Resource, "waiter", n.clientName(holder.ID)+"/"+holder.Session.Hash().String()[:8])
+		return protocol.Ack{Code: protocol.CodeOK}.Marshal(), nil
+	}
 	o, err := n.apply(ctx, req.Resource, func(rec Record, now time.Time) (Outcome, error) {
 		return n.cfg.Rules.Abandon(rec, holder, req.Epoch, now), nil
 	})

@@ -738,3 +738,44 @@ func TestQueueYieldKeepsSameSiblings(t *testing.T) {
 	require.GreaterOrEqual(t, c.find(sib[2]), 0, "the reserved sibling keeps its place")
 	require.Less(t, c.find(sib[1]), 0)
 }
+
+// TestWaiterLeaves: an Abandon at epoch 0 takes the session its key owns
+// out of the queue for good, and the next waiter has the rest of the turn
+// at once; nobody else (another key of the same identity, or the same key
+// from another identity) can take the session out. A session that left is
+// not a lapse.
+func TestWaiterLeaves(t *testing.T) {
+	lc := newLimitsCluster(t)
+	reserveFor := DefaultRules(lc.cluster).ReserveFor
+	clock := clockwork.NewFakeClockAt(gridAt(gridStart(reserveFor), reserveFor, 0))
+	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
+	a, b := lc.everything, lc.ordersOnly
+	k := gridStart(reserveFor)
+	res := resWhere("orders", func(r string) bool { return draws(r, k, b.String(), a.String()) })
+	hb, ha := keyHolder(b.String(), 1), keyHolder(a.String(), 3)
+	require.True(t, d.waitNow(b, res, testKey(1), nil).Free)
+	require.False(t, d.waitNow(a, res, testKey(3), nil).Free)
+	leave := func(from peer.ID, key protocol.SessionKey) protocol.Ack {
+		return d.ack(from, protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: res, Key: key}.Marshal())
+	}
+	// Neither a sibling session of b's identity nor b's key sent by a
+	// names b's waiting session.
+	require.Equal(t, protocol.CodeOK, leave(b, testKey(9)).Code)
+	require.Equal(t, protocol.CodeOK, leave(a, testKey(1)).Code)
+	ref, _ := d.n.Reserved(res)
+	require.Equal(t, hb.Ref(), ref, "b's session is still first")
+
+	require.Equal(t, protocol.CodeOK, leave(b, testKey(1)).Code)
+	ref, left := d.n.Reserved(res)
+	require.Equal(t, ha.Ref(), ref, "a has the rest of the turn")
+	require.Less(t, left, reserveFor+1)
+	require.True(t, d.waitNow(a, res, testKey(3), nil).Free)
+	r := d.waitNow(b, res, testKey(1), nil)
+	require.Nil(t, r.Place, "a session that left is not queued again")
+	require.False(t, r.Free)
+	require.Zero(t, metricstest.Value(t, d.n.MetricsRegistry(), MetricReservationsExpired))
+	require.Empty(t, d.n.RecentLapses())
+	// Leaving twice, or a queue that does not exist, is no error.
+	require.Equal(t, protocol.CodeOK, leave(b, testKey(1)).Code)
+	require.Equal(t, protocol.CodeOK, d.ack(b, protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lc.cluster.ID, Resource: "orders-none", Key: testKey(1)}.Marshal()).Code)
+}

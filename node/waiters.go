@@ -244,18 +244,25 @@ func (n *Node) served(from peer.ID, tok protocol.Token) {
 	if from.String() != tok.Holder.ID {
 		return
 	}
-	sh := n.shard(tok.Resource)
+	n.dequeue(tok.Resource, tok.Holder)
+}
+
+// dequeue takes holder out of resource's queue for good (queue.committed):
+// the session was served, or left. If its turn was under way, the next
+// waiter gets the rest of it.
+func (n *Node) dequeue(resource string, holder protocol.Holder) {
+	sh := n.shard(resource)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	q := sh.queues[tok.Resource]
+	q := sh.queues[resource]
 	if q == nil {
 		return
 	}
-	if q.committed(tok.Holder) {
-		n.forget([]protocol.Holder{tok.Holder})
+	if q.committed(holder) {
+		n.forget([]protocol.Holder{holder})
 		q.notify()
 	}
-	n.dropIdle(sh, tok.Resource, q)
+	n.dropIdle(sh, resource, q)
 }
 
 // dropIdle removes an empty queue nobody polls and no lease holds (its

@@ -275,7 +275,10 @@ type RenewRequest struct {
 // AbandonRequest asks a node to drop the uncommitted vote of the sender's
 // session (the one Key owns) at an epoch so the resource is free for
 // others. The vote itself stays recorded: the node never votes at that
-// epoch again.
+// epoch again. Epoch 0, where no vote is, asks instead that the session
+// leave the resource's queue of waiters for good: its acquisition gave up
+// and it will not take its turn. (A node without this answers it
+// CodeNotHolder, and the session stays queued until WaiterTTL.)
 type AbandonRequest struct {
 	Cluster  ClusterID
 	Resource string

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/palisade-dev/palisade/client"
 	"github.com/palisade-dev/palisade/internal/testwait"
+	"github.com/palisade-dev/palisade/node"
 	"github.com/palisade-dev/palisade/protocol"
 )
 
@@ -385,4 +387,65 @@ func TestWaitPollsDespiteSilentMember(t *testing.T) {
 	case <-time.After(testwait.HangCeiling):
 		t.Fatal("the waiter was not served")
 	}
+}
+
+// TestAbandonedWaitLeavesQueue: a waiter whose Acquire gives up (its
+// context ends) takes its session out of every member's queue, where it
+// would otherwise keep one of its identity's places and could be first in
+// line for a turn nobody takes. The members' WaiterTTL is an hour here, so
+// nothing but the leave can empty their queues; the waiter that goes on
+// waiting keeps its place and is served.
+func TestAbandonedWaitLeavesQueue(t *testing.T) {
+	rules := node.Rules{MaxEpochStep: protocol.DefaultMaxEpochStep, VoteTimeout: 2 * time.Second, DefaultTTL: 10 * time.Second,
+		MaxTTL: protocol.MaxTTL, ReserveFor: 2 * time.Second, WaiterTTL: time.Hour}
+	nw := startNet(t, 4, 3, Options{Rules: rules})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder := newClient(t, nw, 0, client.Config{})
+	lh, err := holder.Acquire(ctx, "r")
+	require.NoError(t, err)
+	waiters := func(k int) func() bool {
+		return func() bool {
+			for _, m := range nw.Members {
+				if nw.Node(m.Index).QueueStats().Waiters != k {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	quitter, stayer := newClient(t, nw, 1, client.Config{}), newClient(t, nw, 2, client.Config{})
+	qctx, quit := context.WithCancel(ctx)
+	quitErr := make(chan error, 1)
+	go func() {
+		_, err := quitter.Acquire(qctx, "r")
+		quitErr <- err
+	}()
+	require.Eventually(t, waiters(1), testwait.HangCeiling, 5*time.Millisecond, "the quitter waits at every member")
+	stayed := make(chan *client.Lock, 1)
+	go func() {
+		l, err := stayer.Acquire(ctx, "r")
+		assert.NoError(t, err)
+		stayed <- l
+	}()
+	require.Eventually(t, waiters(2), testwait.HangCeiling, 5*time.Millisecond, "both wait at every member")
+
+	quit()
+	select {
+	case err := <-quitErr:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(testwait.HangCeiling):
+		t.Fatal("the quitter's Acquire did not return")
+	}
+	require.Eventually(t, waiters(1), testwait.HangCeiling, 5*time.Millisecond, "the quitter left every member's queue")
+
+	require.NoError(t, lh.Release(ctx))
+	select {
+	case l := <-stayed:
+		require.NotNil(t, l)
+		require.NoError(t, l.Release(ctx))
+	case <-time.After(testwait.HangCeiling):
+		t.Fatal("the waiter that stayed was not served")
+	}
+	require.Eventually(t, waiters(0), testwait.HangCeiling, 5*time.Millisecond)
 }
