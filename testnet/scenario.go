@@ -148,9 +148,8 @@ type ScenarioConfig struct {
 	// NoFork never runs the fork kind (scenario_fork.go).
 	NoFork bool
 	// Fairness makes the fairness bound (scenario_fairness.go) a verdict;
-	// without it, what the check finds is logged only. Its misses still
-	// depend on the machine's load (a waiter slowed before its turn), so
-	// it is opt-in until they do not (PALISADE_SCENARIO_FAIRNESS=1).
+	// without it, what the check finds is logged only. TestScenarios sets
+	// it with PALISADE_SCENARIO_FAIRNESS=1.
 	Fairness bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
@@ -210,6 +209,9 @@ type ScenarioReport struct {
 	// FirstLock is when the slowest client first acquired (or gave up),
 	// from the workload's start; Slack the resharing's time it was given.
 	FirstLock, Slack time.Duration
+	// LiarTurns is the most hostile clients' turns a client's liveness
+	// window was excused (scenario_liveness.go).
+	LiarTurns int
 
 	// Keys is how many client keys the K clients use; SharedIdentity is
 	// set when some clients share one.
@@ -256,6 +258,9 @@ func (r ScenarioReport) String() string {
 		r.Tokens, r.Writes, r.StaleRefused, r.StaleAdmitted, r.HolderRefused, r.Elapsed.Round(time.Millisecond))
 	s += fmt.Sprintf("; liveness: first locks by %v (slack %v), lateness %v (run %v), rounds %d", r.FirstLock.Round(time.Millisecond), r.Slack.Round(time.Millisecond),
 		r.Lateness.Round(time.Millisecond), r.RunLateness.Round(time.Millisecond), r.Rounds)
+	if r.LiarTurns > 0 {
+		s += fmt.Sprintf(", liar turns %d", r.LiarTurns)
+	}
 	if r.Restored != 0 {
 		s += fmt.Sprintf("; node %d restored from a backup (applied %v)", r.Restored, r.RestoreApplied)
 	}

@@ -177,6 +177,12 @@ type fairLog struct {
 	// registered is when a member first got a Wait of the session on the
 	// resource: when it joined the queue (see judgeFairness).
 	registered map[fairLapse]time.Time
+	// liarIDs are the identities of the hostile clients that wait with
+	// keys of their own; liarTurns are, per resource and such identity,
+	// when each of its turns that honest members saw run out ended
+	// (liveness: liarTurnsLocked).
+	liarIDs   map[string]bool
+	liarTurns map[string][]time.Time
 }
 
 // fairLapse is a session's lapse on a resource.
@@ -267,6 +273,9 @@ func (o *oracle) readLapses(nw *Network) {
 	}
 	for _, g := range all {
 		for _, l := range g.ls {
+			if o.fair.liarIDs[l.ID] {
+				o.liarTurnLocked(l)
+			}
 			if !l.Told {
 				// The node never told the waiter its turn: the waiter
 				// could not have used it, so it excuses nothing.
@@ -278,6 +287,49 @@ func (o *oracle) readLapses(nw *Network) {
 			}
 		}
 	}
+}
+
+// liarIdentity records that identity id is a hostile client's own.
+func (o *oracle) liarIdentity(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fair.liarIDs == nil {
+		o.fair.liarIDs = map[string]bool{}
+	}
+	o.fair.liarIDs[id] = true
+}
+
+// liarTurnLocked counts l, a lapse of a liar identity's turn at an honest
+// member, as a turn of its own unless one of the identity's turns on the
+// resource already counted ended within 3/4 of a slot of it: every
+// member that reserved the resource for the liar in one slot records the
+// turn's end, each when it next looks at its queue, and turns of one
+// identity in two slots end at least a slot apart.
+func (o *oracle) liarTurnLocked(l node.Lapse) {
+	if o.fair.liarTurns == nil {
+		o.fair.liarTurns = map[string][]time.Time{}
+	}
+	k := l.Resource + "\x00" + l.ID
+	for _, at := range o.fair.liarTurns[k] {
+		if d := l.At.Sub(at); d < scenarioVoteTimeout*3/4 && d > -scenarioVoteTimeout*3/4 {
+			return
+		}
+	}
+	o.fair.liarTurns[k] = append(o.fair.liarTurns[k], l.At)
+}
+
+// liarTurnsLocked is how many liar turns counted so far ended before
+// until, on any resource.
+func (o *oracle) liarTurnsLocked(until time.Time) int {
+	n := 0
+	for _, ats := range o.fair.liarTurns {
+		for _, at := range ats {
+			if at.Before(until) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // fairStart records the start of client i's Acquire call on res.

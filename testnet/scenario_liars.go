@@ -323,6 +323,9 @@ func startLiars(ctx context.Context, nw *Network, p scenarioPlan, o *oracle, tm 
 			continue
 		}
 		lr.p = peer
+		if lp.mode != liarBorrow { // a borrower's key is an honest client's
+			o.liarIdentity(peer.id.String())
+		}
 		o.liarActive(j, lp, true)
 		wg.Add(1)
 		go func() {

@@ -25,6 +25,16 @@ package testnet
 //     the same run: its DKG runs in this process too.
 //     A client still without a lock keeps trying until its budget, so
 //     that "never acquired" is judged by the same budget.
+//   - In runs with hostile clients (scenario_liars.go), a client's window
+//     is also excused the turns the liars' identities held: each identity
+//     waiting on a resource is drawn a turn like any other, one slot in
+//     m while m identities wait (node's queue), and a liar lets its turns
+//     run out. The oracle reads every honest member's record of lapsed
+//     turns (Node.RecentLapses), counts the distinct turns of liar
+//     identities that ended in the window (liarTurnsLocked) and excuses
+//     scenarioTurn for each, up to scenarioLiarCap bounds. Only liars'
+//     turns count: an honest waiter's turn that runs out (a split) is
+//     still the protocol's to answer for.
 //   - Each client's protocol rounds (acquisition attempts) are counted
 //     through its clock (roundClock) and reported with every liveness
 //     verdict, with the bound, the miss and the lateness.
@@ -72,6 +82,16 @@ const (
 	// process, at load 6, kept a seed's goroutines from running for 14 of
 	// its first 15 s (0.8 s of runnable time, 22 rounds).
 	scenarioExcuseCap = 4
+	// scenarioTurn is the longest turn a member reserves a free resource
+	// for one waiter: ReserveFor (the scenario's vote timeout), one and a
+	// half times when it starts in the last half of a slot (node's
+	// queue). A hostile client's identity is drawn a turn like any other
+	// waiting identity and may let it run out: with exactly t honest
+	// members up, one of them reserving for it holds everyone off.
+	scenarioTurn = scenarioVoteTimeout * 3 / 2
+	// scenarioLiarCap bounds what liars' turns excuse, in multiples of
+	// the bound.
+	scenarioLiarCap = 2
 )
 
 // latenessProbe measures scheduling lateness for every scenario running
@@ -129,10 +149,10 @@ func (p *latenessProbe) run(stop <-chan struct{}) {
 }
 
 // roundClock is a client's clock that counts the client's acquisition
-// rounds: client.acquire reads the clock once at the start of each round
-// (attempt). It counts nothing if the client is reorganised so that no
-// function named acquire reads it; the report then shows 0 rounds for a
-// client that acquired, which no real run has.
+// rounds: client.acquireRounds reads the clock once at the start of each
+// round (attempt). It counts nothing if the client is reorganised so that
+// no function of that name reads it; the report then shows 0 rounds for a
+// client that acquired, which no real run has, and TestScenarios fails.
 type roundClock struct {
 	clockwork.Clock
 	rounds atomic.Int64
@@ -140,12 +160,12 @@ type roundClock struct {
 
 func newRoundClock() *roundClock { return &roundClock{Clock: clockwork.NewRealClock()} }
 
-// Now counts a round when client.(*Client).acquire calls it.
+// Now counts a round when client.(*Client).acquireRounds calls it.
 func (c *roundClock) Now() time.Time {
 	var pcs [1]uintptr
 	if runtime.Callers(2, pcs[:]) == 1 {
 		f, _ := runtime.CallersFrames(pcs[:]).Next()
-		if strings.HasSuffix(f.Function, "/client.(*Client).acquire") {
+		if strings.HasSuffix(f.Function, "/client.(*Client).acquireRounds") {
 			c.rounds.Add(1)
 		}
 	}
@@ -159,6 +179,9 @@ type livenessWindow struct {
 	took     time.Duration // to the first acquisition, or to giving up
 	late     time.Duration // scheduling lateness accrued in that time
 	rounds   int64         // acquisition rounds in that time
+	// liarTurns are the turns hostile clients' identities held and let
+	// run out at honest members in that time (oracle.liarTurnsLocked).
+	liarTurns int
 }
 
 // livenessBudget is a client's budget for its first acquisition: bound
@@ -183,16 +206,34 @@ func (b livenessBudget) at(late time.Duration) time.Duration {
 	return b.bound + b.slack + b.excused(late)
 }
 
-// ceiling is the budget whatever the lateness.
+// ceiling is the budget whatever the lateness, in a run without liars;
+// their turns may add as much again.
 func (b livenessBudget) ceiling() time.Duration { return b.bound + b.slack + b.cap }
+
+// liarExcused is what n turns held by hostile clients excuse: each is at
+// most scenarioTurn long, and together at most scenarioLiarCap bounds.
+func (b livenessBudget) liarExcused(n int) time.Duration {
+	return min(time.Duration(n)*scenarioTurn, scenarioLiarCap*b.bound)
+}
+
+// forWindow is the budget of window w: at its lateness, plus its liars'
+// turns.
+func (b livenessBudget) forWindow(w livenessWindow) time.Duration {
+	return b.at(w.late) + b.liarExcused(w.liarTurns)
+}
 
 // judge returns the violation for client i's window, or "" if it kept
 // its budget.
 func (b livenessBudget) judge(i, ops int, w livenessWindow) string {
-	budget := b.at(w.late)
+	budget := b.forWindow(w)
 	measured := fmt.Sprintf("bound %v + reshare slack %v + %d×lateness %v (excused %v, cap %v) = budget %v; %d rounds",
 		b.bound, b.slack.Round(time.Millisecond), b.k, w.late.Round(time.Millisecond), b.excused(w.late).Round(time.Millisecond), b.cap,
 		budget.Round(time.Millisecond), w.rounds)
+	if w.liarTurns > 0 {
+		measured = fmt.Sprintf("bound %v + reshare slack %v + %d×lateness %v (excused %v, cap %v) + %d liar turns (excused %v) = budget %v; %d rounds",
+			b.bound, b.slack.Round(time.Millisecond), b.k, w.late.Round(time.Millisecond), b.excused(w.late).Round(time.Millisecond), b.cap,
+			w.liarTurns, b.liarExcused(w.liarTurns), budget.Round(time.Millisecond), w.rounds)
+	}
 	switch {
 	case !w.acquired:
 		return fmt.Sprintf("liveness: client%d never acquired (%d ops): gave up after %v, %v past the bound; %s",

@@ -118,7 +118,8 @@ func TestScenarioCatchesStarvation(t *testing.T) {
 }
 
 // TestLivenessVerdict pins the liveness budget's arithmetic: bound plus
-// slack plus k·L, the excuse capped, every measured figure in the message.
+// slack plus k·L plus the liars' turns, each excuse capped, every
+// measured figure in the message.
 func TestLivenessVerdict(t *testing.T) {
 	const s = time.Second
 	b := newLivenessBudget(5*s, 0)
@@ -140,6 +141,11 @@ func TestLivenessVerdict(t *testing.T) {
 		{"past the ceiling, however late", 0, livenessWindow{acquired: true, took: 26 * s, late: 25 * s, rounds: 40}, true,
 			[]string{"21s past the bound", "1s past its budget", "excused 20s, cap 20s"}},
 		{"resharing slack", 2 * s, livenessWindow{acquired: true, took: 6 * s, rounds: 3}, false, nil},
+		{"liars' turns", 0, livenessWindow{acquired: true, took: 6 * s, rounds: 5, liarTurns: 4}, false, nil},
+		{"more than the liars' turns", 0, livenessWindow{acquired: true, took: 6*s + 300*time.Millisecond, rounds: 5, liarTurns: 4}, true,
+			[]string{"+ 4 liar turns (excused 1.2s) = budget 6.2s", "100ms past its budget"}},
+		{"liars' turns capped", 0, livenessWindow{acquired: true, took: 15*s + time.Millisecond, rounds: 50, liarTurns: 1000}, true,
+			[]string{"1000 liar turns (excused 10s) = budget 15s"}},
 		{"never acquired", 0, livenessWindow{took: 5*s + 10*time.Millisecond, late: 5 * time.Millisecond, rounds: 61}, true,
 			[]string{"client3 never acquired (2 ops): gave up after 5.01s, 10ms past the bound", "61 rounds"}},
 		{"never acquired, even in time", 0, livenessWindow{took: 2 * s, rounds: 1}, true, []string{"never acquired"}},

@@ -702,7 +702,7 @@ func (o *oracle) setWindowLocked(i int, acquired bool, took time.Duration) {
 		return
 	}
 	o.windowSet[i] = true
-	w := livenessWindow{acquired: acquired, took: took, late: scenarioProbe.total() - o.lateStart}
+	w := livenessWindow{acquired: acquired, took: took, late: scenarioProbe.total() - o.lateStart, liarTurns: o.liarTurnsLocked(o.start.Add(took))}
 	if o.clocks[i] != nil {
 		w.rounds = o.clocks[i].rounds.Load()
 	}
@@ -719,24 +719,28 @@ func (o *oracle) gaveUp(i int) {
 }
 
 // budgetLeft is how long client i may still try for its first lock: its
-// budget at the lateness measured so far (with the resharing's time once
-// it is known) minus the time since the workload started.
+// budget at the lateness and the liars' turns measured so far (with the
+// resharing's time once it is known) minus the time since the workload
+// started.
 func (o *oracle) budgetLeft(slack time.Duration) time.Duration {
 	b := newLivenessBudget(o.tm.liveness, slack)
-	return b.at(scenarioProbe.total()-o.lateStart) - time.Since(o.start)
+	o.mu.Lock()
+	turns := o.liarTurnsLocked(time.Now())
+	o.mu.Unlock()
+	return b.forWindow(livenessWindow{late: scenarioProbe.total() - o.lateStart, liarTurns: turns}) - time.Since(o.start)
 }
 
-// livenessFigures are the largest lateness, round count and window over
-// the clients' windows, for the report.
-func (o *oracle) livenessFigures() (late time.Duration, rounds int64, took time.Duration) {
+// livenessFigures are the largest lateness, round count, window and liar
+// turns over the clients' windows, for the report.
+func (o *oracle) livenessFigures() (late time.Duration, rounds int64, took time.Duration, liarTurns int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, w := range o.windows {
 		if o.windowSet[i] {
-			late, rounds, took = max(late, w.late), max(rounds, w.rounds), max(took, w.took)
+			late, rounds, took, liarTurns = max(late, w.late), max(rounds, w.rounds), max(took, w.took), max(liarTurns, w.liarTurns)
 		}
 	}
-	return late, rounds, took
+	return late, rounds, took, liarTurns
 }
 
 // checkLiveness judges liveness (L2): with at most f faulty nodes at any

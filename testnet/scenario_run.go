@@ -254,7 +254,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	}
 	o.checkLiveness(slack)
 	o.checkFairness()
-	rep.Lateness, rep.Rounds, rep.FirstLock = o.livenessFigures()
+	rep.Lateness, rep.Rounds, rep.FirstLock, rep.LiarTurns = o.livenessFigures()
 	rep.Slack = slack
 	rep.RunLateness = scenarioProbe.total() - runLate
 

@@ -111,17 +111,19 @@ func TestScenarios(t *testing.T) {
 		forkSeeds, forkedSeeds            int
 		forks, forksRefused               int
 		convicted, convictedWire          int
+		liarTurnSeeds, liarTurnsMax       int
 		reshareTook                       []time.Duration
 		elapsed                           []time.Duration
 		violating                         []int64
 	)
-	// Hostile clients (scenario_liars.go) and the fairness verdict are
-	// opt-in for now: with liars, seed 140 still starves honest clients
-	// now and then (exactly t honest nodes up, and the nodes' own lapse
-	// records ordering their queues differently), and fairness misses
-	// still depend on the machine's load. TestScenarioKinds runs a pinned
-	// seed of every liar mode.
-	liars := os.Getenv("PALISADE_SCENARIO_LIARS") == "1"
+	// Hostile clients (scenario_liars.go, in about a third of the seeds)
+	// run unless PALISADE_SCENARIO_LIARS=0 (to tell a miss of theirs from
+	// one of the rest). The fairness verdict is opt-in
+	// (PALISADE_SCENARIO_FAIRNESS=1; without it the check is logged):
+	// about one seed in a thousand still passes an honest waiter over
+	// when a Byzantine member's forged partial spoils its candidate token
+	// (docs/design-notes.md, "Push handoff and fair order").
+	liars := os.Getenv("PALISADE_SCENARIO_LIARS") != "0"
 	fairness := os.Getenv("PALISADE_SCENARIO_FAIRNESS") == "1"
 	start := time.Now()
 	sem := make(chan struct{}, par)
@@ -135,6 +137,9 @@ func TestScenarios(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(scale)*2*time.Minute)
 				defer cancel()
 				rep, err := runScenario(ctx, t, seed, ScenarioConfig{TimeScale: scale, NoLiars: !liars, Fairness: fairness})
+				if err == nil && rep.Rounds == 0 {
+					t.Errorf("seed %d: every client acquired in no round: the liveness report counts none (roundClock)", seed)
+				}
 				mu.Lock()
 				ran++
 				lateness = append(lateness, rep.Lateness)
@@ -159,6 +164,10 @@ func TestScenarios(t *testing.T) {
 				}
 				if rep.ReshareExcused {
 					reshareExcused = append(reshareExcused, seed)
+				}
+				if rep.LiarTurns > 0 {
+					liarTurnSeeds++
+					liarTurnsMax = max(liarTurnsMax, rep.LiarTurns)
 				}
 				if rep.EraRelays > 0 {
 					relayed++
@@ -220,12 +229,12 @@ func TestScenarios(t *testing.T) {
 		roundsMedian, roundsMax = rounds[n/2], rounds[n-1]
 	}
 	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d); "+
-		"liveness: lateness per seed median %v max %v (whole run median %v max %v), rounds to first lock median %d max %d; "+
+		"liveness: lateness per seed median %v max %v (whole run median %v max %v), rounds to first lock median %d max %d, seeds excused liar turns %d (max %d); "+
 		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v; timed out but excused by load %d %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d); "+
 		"fork seeds=%d (with a fork %d), forks made=%d, refused at fences=%d, forensics convictions=%d (with commit certificates %d)",
 		ran, violations, safety, violating, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
 		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par,
-		lateMedian.Round(time.Millisecond), lateMax.Round(time.Millisecond), runLateMedian.Round(time.Millisecond), runLateMax.Round(time.Millisecond), roundsMedian, roundsMax,
+		lateMedian.Round(time.Millisecond), lateMax.Round(time.Millisecond), runLateMedian.Round(time.Millisecond), runLateMax.Round(time.Millisecond), roundsMedian, roundsMax, liarTurnSeeds, liarTurnsMax,
 		shared, reshared, reshareMedian.Round(time.Millisecond), len(reshareExcused), reshareExcused, relayed, sum.EraTokens, sum.EraSent, sum.EraRefused, restores, restoresApplied,
 		forkSeeds, forkedSeeds, forks, forksRefused, convicted, convictedWire)
 	if fromEnv {
