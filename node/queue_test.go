@@ -509,18 +509,25 @@ func TestHolderWaitsBehindOwnLease(t *testing.T) {
 	}
 }
 
+// gridNode starts node 1 of a new cluster on a fake clock at the start
+// of reservation slot k.
+func gridNode(t *testing.T) (*limitsCluster, nodeDriver, *clockwork.FakeClock, int64) {
+	t.Helper()
+	lc := newLimitsCluster(t)
+	reserveFor := DefaultRules(lc.cluster).ReserveFor
+	k := gridStart(reserveFor)
+	clock := clockwork.NewFakeClockAt(gridAt(k, reserveFor, 0))
+	return lc, nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}, clock, k
+}
+
 // TestReservationLapse: a reservation that runs out unused is counted,
 // logged and shown by Reserved while it lasts, and the next slot is the
 // next identity's turn, not the fresh session's of the one that let its
 // turn run out.
 func TestReservationLapse(t *testing.T) {
-	lc := newLimitsCluster(t)
-	reserveFor := DefaultRules(lc.cluster).ReserveFor
-	clock := clockwork.NewFakeClockAt(gridAt(gridStart(reserveFor), reserveFor, 0))
-	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
+	lc, d, clock, k := gridNode(t)
 	a, b := lc.everything, lc.ordersOnly
 	// A resource on which b draws the first slot and a the next.
-	k := gridStart(reserveFor)
 	res := resWhere("orders", func(r string) bool {
 		return draws(r, k, b.String(), a.String()) && draws(r, k+1, a.String(), b.String())
 	})
@@ -745,12 +752,9 @@ func TestQueueYieldKeepsSameSiblings(t *testing.T) {
 // from another identity) can take the session out. A session that left is
 // not a lapse.
 func TestWaiterLeaves(t *testing.T) {
-	lc := newLimitsCluster(t)
-	reserveFor := DefaultRules(lc.cluster).ReserveFor
-	clock := clockwork.NewFakeClockAt(gridAt(gridStart(reserveFor), reserveFor, 0))
-	d := nodeDriver{t: t, lc: lc, n: lc.startNode1Clock(t, clock)}
+	lc, d, _, k := gridNode(t)
+	reserveFor := d.n.cfg.Rules.ReserveFor
 	a, b := lc.everything, lc.ordersOnly
-	k := gridStart(reserveFor)
 	res := resWhere("orders", func(r string) bool { return draws(r, k, b.String(), a.String()) })
 	hb, ha := keyHolder(b.String(), 1), keyHolder(a.String(), 3)
 	require.True(t, d.waitNow(b, res, testKey(1), nil).Free)

@@ -182,16 +182,7 @@ func TestLostCommitQueuesAgain(t *testing.T) {
 	}
 	waiting := map[string]chan result{} // client ID -> its Acquire's result
 	drop := &commitDropper{ids: map[string]bool{}, dropped: map[int]protocol.SessionID{}}
-	waiters := func(k int) func() bool {
-		return func() bool {
-			for _, m := range nw.Members {
-				if nw.Node(m.Index).QueueStats().Waiters != k {
-					return false
-				}
-			}
-			return true
-		}
-	}
+	waiters := func(k int) func() bool { return queuedAtEvery(nw, k) }
 	var clients []*client.Client
 	for i := 1; i <= 3; i++ {
 		c := newClient(t, nw, i, client.Config{})
@@ -404,16 +395,7 @@ func TestAbandonedWaitLeavesQueue(t *testing.T) {
 	holder := newClient(t, nw, 0, client.Config{})
 	lh, err := holder.Acquire(ctx, "r")
 	require.NoError(t, err)
-	waiters := func(k int) func() bool {
-		return func() bool {
-			for _, m := range nw.Members {
-				if nw.Node(m.Index).QueueStats().Waiters != k {
-					return false
-				}
-			}
-			return true
-		}
-	}
+	waiters := func(k int) func() bool { return queuedAtEvery(nw, k) }
 	quitter, stayer := newClient(t, nw, 1, client.Config{}), newClient(t, nw, 2, client.Config{})
 	qctx, quit := context.WithCancel(ctx)
 	quitErr := make(chan error, 1)
@@ -448,4 +430,17 @@ func TestAbandonedWaitLeavesQueue(t *testing.T) {
 		t.Fatal("the waiter that stayed was not served")
 	}
 	require.Eventually(t, waiters(0), testwait.HangCeiling, 5*time.Millisecond)
+}
+
+// queuedAtEvery reports whether every member of nw queues exactly k
+// waiters in all.
+func queuedAtEvery(nw *Network, k int) func() bool {
+	return func() bool {
+		for _, m := range nw.Members {
+			if nw.Node(m.Index).QueueStats().Waiters != k {
+				return false
+			}
+		}
+		return true
+	}
 }
