@@ -319,10 +319,21 @@ func (o *oracle) liarTurnLocked(l node.Lapse) {
 }
 
 // liarTurnsLocked is how many liar turns counted so far ended before
-// until, on any resource.
-func (o *oracle) liarTurnsLocked(until time.Time) int {
+// until on the resources client i acquires: a turn on another resource
+// holds nobody off there.
+func (o *oracle) liarTurnsLocked(i int, until time.Time) int {
+	mine := map[string]bool{}
+	if i < len(o.p.ops) {
+		for _, op := range o.p.ops[i] {
+			mine[resourceName(op.resource)] = true
+		}
+	}
 	n := 0
-	for _, ats := range o.fair.liarTurns {
+	for k, ats := range o.fair.liarTurns {
+		res, _, _ := strings.Cut(k, "\x00")
+		if !mine[res] {
+			continue
+		}
 		for _, at := range ats {
 			if at.Before(until) {
 				n++

@@ -31,7 +31,8 @@ package testnet
 //     m while m identities wait (node's queue), and a liar lets its turns
 //     run out. The oracle reads every honest member's record of lapsed
 //     turns (Node.RecentLapses), counts the distinct turns of liar
-//     identities that ended in the window (liarTurnsLocked) and excuses
+//     identities on the client's resources that ended in the window
+//     (liarTurnsLocked) and excuses
 //     scenarioTurn for each, up to scenarioLiarCap bounds. Only liars'
 //     turns count: an honest waiter's turn that runs out (a split) is
 //     still the protocol's to answer for.

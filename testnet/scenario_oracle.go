@@ -702,7 +702,7 @@ func (o *oracle) setWindowLocked(i int, acquired bool, took time.Duration) {
 		return
 	}
 	o.windowSet[i] = true
-	w := livenessWindow{acquired: acquired, took: took, late: scenarioProbe.total() - o.lateStart, liarTurns: o.liarTurnsLocked(o.start.Add(took))}
+	w := livenessWindow{acquired: acquired, took: took, late: scenarioProbe.total() - o.lateStart, liarTurns: o.liarTurnsLocked(i, o.start.Add(took))}
 	if o.clocks[i] != nil {
 		w.rounds = o.clocks[i].rounds.Load()
 	}
@@ -722,10 +722,10 @@ func (o *oracle) gaveUp(i int) {
 // budget at the lateness and the liars' turns measured so far (with the
 // resharing's time once it is known) minus the time since the workload
 // started.
-func (o *oracle) budgetLeft(slack time.Duration) time.Duration {
+func (o *oracle) budgetLeft(i int, slack time.Duration) time.Duration {
 	b := newLivenessBudget(o.tm.liveness, slack)
 	o.mu.Lock()
-	turns := o.liarTurnsLocked(time.Now())
+	turns := o.liarTurnsLocked(i, time.Now())
 	o.mu.Unlock()
 	return b.forWindow(livenessWindow{late: scenarioProbe.total() - o.lateStart, liarTurns: turns}) - time.Since(o.start)
 }

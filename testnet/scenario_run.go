@@ -450,7 +450,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 	// budget (the bound, plus what the measured lateness excuses, up to
 	// the ceiling), so that the check is about the bound, not the plan.
 	for try := 0; try < 100 && o.count(i) == 0; try++ {
-		left := o.budgetLeft(o.era.tookSoFar())
+		left := o.budgetLeft(i, o.era.tookSoFar())
 		if left <= 0 {
 			break
 		}
