@@ -434,9 +434,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 				break
 			}
 		}
-		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		o.fairReleased(fw, l.Err(), !time.Now().Before(l.Deadline()), l.Release(rctx)) // may fail under faults; the lease then runs out
-		rcancel()
+		o.release(ctx, fw, l) // may fail under faults; the lease then runs out
 		writeStale(soon)
 		soon = nil
 		switch {
@@ -468,9 +466,7 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 			continue
 		}
 		o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
-		rctx, rcancel := context.WithTimeout(ctx, o.tm.request*2)
-		o.fairReleased(fw, l.Err(), !time.Now().Before(l.Deadline()), l.Release(rctx))
-		rcancel()
+		o.release(ctx, fw, l)
 	}
 	o.gaveUp(i) // if it never acquired
 	signalled = true
