@@ -96,8 +96,10 @@ package testnet
 // honest members refused as not-holder, while a liar ran and no crash, restart, restore, cut-off
 // or reconnect fell between its grant and its Release (plus fairSettle),
 // is "forge: ... ended under ...". (A Lock that only missed its renewal
-// deadline, or whose Release began past its Deadline, is not judged: that
-// is timing.)
+// deadline, or whose Release began or returned past its Deadline, is not
+// judged: that is timing. A member that acknowledged the Lock's last
+// renewal keeps the lease past the Deadline, so its not-holder refusal of
+// a Release that returned before the Deadline is no timing.)
 
 import (
 	"context"
