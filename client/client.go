@@ -150,7 +150,20 @@ type Client struct {
 	// (this client's last token, or what refusals taught it): the next
 	// acquisition starts above it without a status round.
 	known map[string]uint64
+	// partials records, per member, what this client learned of the
+	// partial signatures it sends (see vouched): partialsProven once one
+	// was in a token that verified, partialsForged once one did not
+	// verify, which is for good. At most one entry per member.
+	partials map[int]partialRecord
 }
+
+// partialRecord is what a client learned of one member's partials.
+type partialRecord uint8
+
+const (
+	partialsProven partialRecord = iota + 1
+	partialsForged
+)
 
 // goFunc runs f in a goroutine owned by the client; it reports false, and
 // runs nothing, once the client is closed.
@@ -240,6 +253,7 @@ func newClient(cfg Config, h host.Host) (*Client, error) {
 		held:     map[string]chan struct{}{},
 		myVotes:  map[string]map[int]protocol.SignedVote{},
 		known:    map[string]uint64{},
+		partials: map[int]partialRecord{},
 		pool:     transport.NewPool(h, poolIdle),
 	}
 	for _, n := range cfg.Cluster.File.Nodes {
@@ -612,15 +626,24 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	return nil, p.outcome(b, len(r.votes))
 }
 
-// commitChecked commits a candidate token while it verifies it (the
-// round trip and the nodes' fsync overlap the client's one pairing), and
-// hands out a Lock only for a token that verified. If the candidate fails,
-// a partial was invalid: the round finds it (Combine), completes a token
-// from other votes if it can and commits that one. It returns the token
-// committed (nil if none could be made) with the commit's outcome. The
-// commit carries the session's key (p.key) and, if asked for, lets the
-// lease be released by token (p.tokenRelease).
+// commitChecked hands out a Lock only for a token that verified (S2), and
+// commits it. It returns the token committed (nil if no valid one could
+// be made) with the commit's outcome. The commit carries the session's
+// key (p.key) and, if asked for, lets the lease be released by token
+// (p.tokenRelease).
+//
+// When every partial in the candidate comes from a member whose partials
+// this client has seen in a token that verified (vouched), it commits the
+// candidate while it verifies it: the round trip and the nodes' fsync
+// overlap the client's one pairing. Otherwise it verifies first
+// (checkThenCommit). A Commit a member takes serves the session, which
+// leaves that member's queue for good, so a candidate spoilt by a forged
+// partial must not be committed while the votes in hand may not complete
+// a token: the waiter would lose its place (scenario seed 838).
 func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner) (*protocol.Token, *Lock, error) {
+	if !c.vouched(r.voters()) {
+		return c.checkThenCommit(ctx, r, tok, ttl, p)
+	}
 	verified := make(chan error, 1)
 	if !c.goFunc(func() { verified <- c.verifier.VerifyPrepared(tok, r.prep) }) {
 		return &tok, nil, ErrClosed
@@ -630,12 +653,10 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 	// the Release of a failed one, are done with this session.
 	p.spent = true
 	if verr := <-verified; verr != nil {
-		// S2: never hand out a token that does not verify.
+		// S2: never hand out a token that does not verify. A vouched
+		// member forged: it is checked first from now on (combine).
 		log.Warnw("combined token does not verify: checking the votes one by one", "resource", tok.Resource, "epoch", tok.Epoch, "err", verr)
-		good := r.collect(ctx, true)
-		if good == nil && r.widen() {
-			good = r.collect(ctx, true)
-		}
+		good := r.completeChecked(ctx)
 		if good == nil {
 			if err == nil {
 				c.releaseLater(tok, p.key) // the session's key ends the leases it started
@@ -646,13 +667,93 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 		// token take the good one's commit as a renewal.
 		tok = *good
 		sent, left, err = c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
+	} else {
+		c.vouch(r)
 	}
+	return c.locked(tok, p, sent, left, err, r)
+}
+
+// checkThenCommit verifies the candidate before anything is committed.
+// If it fails, the round finds the invalid partials (Combine), completes a
+// token from other votes if it can and commits that one; if it cannot,
+// nothing was committed and the session keeps its place in the queues.
+// Against members that never forge, this costs one pairing in series the
+// first time each member's partial is in a candidate. A member whose
+// partial once failed is checked first for the client's life, so a
+// Byzantine member can spend at most one session of a client, and only
+// after its partials were good.
+func (c *Client) checkThenCommit(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner) (*protocol.Token, *Lock, error) {
+	if err := c.verifier.VerifyPrepared(tok, r.prep); err != nil {
+		log.Warnw("candidate token does not verify: checking the votes one by one before any commit", "resource", tok.Resource, "epoch", tok.Epoch, "err", err)
+		good := r.completeChecked(ctx)
+		if good == nil {
+			return nil, nil, nil
+		}
+		tok = *good
+	}
+	c.vouch(r)
+	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
+	p.spent = true
+	return c.locked(tok, p, sent, left, err, r)
+}
+
+// completeChecked makes a verified token of the round's votes after a
+// candidate failed: it drops the invalid partials (naming their nodes),
+// waits for other votes, and asks the members a round of Wait answers left
+// out (widen) if those in hand are too few. It returns nil if no token can
+// be made.
+func (r *voteRound) completeChecked(ctx context.Context) *protocol.Token {
+	good := r.collect(ctx, true)
+	if good == nil && r.widen() {
+		good = r.collect(ctx, true)
+	}
+	return good
+}
+
+// locked hands out the Lock for tok once its commit went through.
+func (c *Client) locked(tok protocol.Token, p *planner, sent time.Time, left time.Duration, err error, r *voteRound) (*protocol.Token, *Lock, error) {
 	if err != nil {
 		return &tok, nil, err
 	}
 	l := newLock(c, tok, p.key, left, sent, r.b.suspects())
 	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch, "session", p.holder.Ref().Short())
 	return &tok, l, nil
+}
+
+// vouched reports whether every member of voters has sent a partial that
+// was in a token that verified, and none that failed.
+func (c *Client) vouched(voters []int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, idx := range voters {
+		if c.partials[idx] != partialsProven {
+			return false
+		}
+	}
+	return true
+}
+
+// vouch records that the round's votes made a token that verified. Only
+// a token of exactly t partials vouches for them all: with more in hand,
+// one that was not interpolated may be invalid.
+func (c *Client) vouch(r *voteRound) {
+	if len(r.votes) != c.t {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range r.votes {
+		if c.partials[v.Index] != partialsForged {
+			c.partials[v.Index] = partialsProven
+		}
+	}
+}
+
+// forged records that member idx sent a partial that does not verify.
+func (c *Client) forged(idx int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partials[idx] = partialsForged
 }
 
 // proofs returns what the round shows lagging nodes, as the planner asks:

@@ -254,6 +254,7 @@ func (r *voteRound) combine(checked bool) *protocol.Token {
 		sig, bad, err = key.Interpolate(r.votes)
 	}
 	for _, idx := range bad {
+		r.c.forged(idx)
 		r.b.fail(r.c.members[idx-1], fmt.Errorf("%w: partial signature does not verify", errBadVote))
 		log.Warnw("node sent an invalid partial", "node", idx, "resource", r.stmt.Resource, "epoch", r.stmt.Epoch)
 		r.votes = dropIndex(r.votes, idx)

@@ -479,6 +479,12 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 	} else {
 		cancel()
 	}
+	if tok == nil && !p.spent {
+		// Nothing was committed (checkThenCommit): the session keeps its
+		// place, and the voters' votes are withdrawn as after a failed
+		// round.
+		c.goFunc(func() { c.abandon(stmt, p.key, r.voters()) })
+	}
 	if tok == nil || err != nil {
 		// No valid token after all, or its commit failed: the leases
 		// started for it are released; the next round starts above.

@@ -384,6 +384,13 @@ func (p *partialForger) forgeries(resource string, epoch uint64, holder protocol
 	return append([]forgery(nil), p.log[stmtKey(resource, epoch, holder)]...)
 }
 
+// statements reports for how many statements the node forged a vote.
+func (p *partialForger) statements() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.log)
+}
+
 // waitForged reports how many of the votes the node forged rode in its
 // answers to Wait rather than in Acquire replies.
 func (p *partialForger) waitForged() int {

@@ -530,6 +530,54 @@ func TestForgedPartialsNamedAsSuspects(t *testing.T) {
 	})
 }
 
+// TestForgedCandidateNeverCommitted (scenario seed 838): a candidate
+// token that a forged partial spoils is never committed while the votes
+// in hand cannot complete a token. Node 1 forges; node 4 is cut off,
+// standing for an honest member that is, for the moment, voting for
+// another waiter. A Commit that members take serves the session, which
+// leaves their queues for good, so a client that committed the candidate
+// while checking it (as it did) lost a waiter's place. Here no Commit
+// reaches any member while node 4 is away; once it is back, the same
+// client acquires from the honest votes.
+func TestForgedCandidateNeverCommitted(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	forger := ForgePartials().(*partialForger)
+	forger.force(forgeWrongMessage)
+	nw.SetBehaviour(1, forger)
+	var mu sync.Mutex
+	commits := 0
+	nw.ObserveRequests(func(_ int, proto string, _ peer.ID, _ []byte) {
+		if proto == protocol.ProtoCommit {
+			mu.Lock()
+			commits++
+			mu.Unlock()
+		}
+	})
+	committed := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return commits
+	}
+	nw.CutOff(4)
+	c := newClient(t, nw, 0, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := c.TryAcquire(ctx, "forge/uncommitted")
+	cancel()
+	require.Error(t, err, "no token can be made from two honest votes")
+	require.Positive(t, forger.statements(), "the forger answered with forged partials")
+	require.Zero(t, committed(), "a candidate that does not verify was committed")
+
+	nw.Reconnect(4)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.TryAcquire(ctx, "forge/uncommitted")
+	require.NoError(t, err)
+	tok := l.Token()
+	require.NoError(t, verifier.New(nw.Keys.Cluster).VerifyFor(tok, tok.Resource))
+	require.Positive(t, committed(), "the token made of honest votes was committed")
+	require.NoError(t, l.Release(ctx))
+}
+
 // TestEncodingAttacksRefused: the bytes ForgePartials sends for each
 // encoding attack differ from the honest vote in the partial alone, and
 // nothing accepts them where it would matter. Strict decoding refuses all

@@ -149,7 +149,7 @@ type ScenarioConfig struct {
 	NoFork bool
 	// Fairness makes the fairness bound (scenario_fairness.go) a verdict;
 	// without it, what the check finds is logged only. TestScenarios sets
-	// it with PALISADE_SCENARIO_FAIRNESS=1.
+	// it unless PALISADE_SCENARIO_FAIRNESS=0.
 	Fairness bool
 	// Behaviours is the table Byzantine behaviours are drawn from (default
 	// ScenarioBehaviours()).
