@@ -407,7 +407,9 @@ func TestOracleCatchesViolations(t *testing.T) {
 	silent := func(member int, who ...string) error {
 		return fmt.Errorf("member %d: %w", member, &dkg.QuorumError{Msg: "2 of 4 new members answered, need t=3", Silent: who})
 	}
-	diverged := fmt.Errorf("member 2: %w: only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3 (12D3)", dkg.ErrDiverged)
+	diverged := fmt.Errorf("member 2: %w", &dkg.DivergedError{Msg: "only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3 (12D3)"})
+	// The same, at a member whose deals phase had run out first.
+	divergedLate := fmt.Errorf("member 2: %w", &dkg.DivergedError{Msg: "only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3 (12D3)", TimedOut: []string{"deals (missing node1 (12D3))"}})
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -417,6 +419,9 @@ func TestOracleCatchesViolations(t *testing.T) {
 		{"too few heard in time", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), silent(2, "node4"), silent(3))), "liveness:"},
 		{"members disagree", fmt.Errorf("reshare: %w", diverged), "era:"},
 		{"one disagrees, one timed out", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), diverged)), "era:"},
+		{"members disagree after a phase timed out, no load", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), divergedLate)), "era:"},
+		{"one disagrees after a timeout, another refused", fmt.Errorf("reshare: %w", errors.Join(divergedLate,
+			fmt.Errorf("member 3: %w", &dkg.QuorumError{Msg: "deal not qualified", Refused: []string{"node2"}}))), "era:"},
 		{"too few, one refused", fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"),
 			fmt.Errorf("member 3: %w", &dkg.QuorumError{Msg: "deal not qualified", Silent: []string{"node4"}, Refused: []string{"node2"}}))), "era:"},
 		{"another cluster.json", errors.New("testnet: member 2 wrote another cluster.json"), "era:"},
@@ -463,6 +468,26 @@ func TestOracleCatchesViolations(t *testing.T) {
 			require.True(t, has(o, "liveness: the resharing ran out of time (took"), "%v", o.violations)
 		}
 	}
+	// Members that disagree are excused by the same load only when a
+	// phase had timed out at one of them: with every phase complete, no
+	// load explains it.
+	for _, tc := range []struct {
+		took, late time.Duration
+		excused    bool
+	}{
+		{6 * time.Second, phase / scenarioLatenessK, true},
+		{6 * time.Second, phase/scenarioLatenessK - time.Millisecond, false},
+		{16 * time.Second, 11*time.Second/scenarioLatenessK - time.Millisecond, false},
+	} {
+		o = fresh()
+		o.reshareFailed(fmt.Errorf("reshare: %w", errors.Join(silent(1, "node4"), divergedLate)), tc.took, tc.late, phase)
+		require.Equal(t, tc.excused, o.reshareExcused, "%+v", tc)
+		if tc.excused {
+			require.Empty(t, o.violations)
+		} else {
+			require.True(t, has(o, "era: the resharing diverged after phases timed out"), "%v", o.violations)
+		}
+	}
 	o = fresh()
 	o.reshareFailed(fmt.Errorf("reshare: %w", diverged), time.Minute, time.Minute, phase)
 	require.True(t, has(o, "era:"), "%v", o.violations)
@@ -488,7 +513,7 @@ func TestScenarioDivergedReshare(t *testing.T) {
 		}
 	}
 	timedOut := fmt.Errorf("member 4: %w", &dkg.QuorumError{Msg: "3 of 4 new members answered, need t=3", Silent: []string{"node2"}})
-	diverged := errors.Join(timedOut, fmt.Errorf("member 2: %w: only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3", dkg.ErrDiverged))
+	diverged := errors.Join(timedOut, fmt.Errorf("member 2: %w", &dkg.DivergedError{Msg: "only 2 members confirmed cluster.json hash 0102, need 3; a different hash at node3"}))
 
 	rep, err := runScenario(ctx, t, seed, ScenarioConfig{TimeScale: scale, reshare: failWith(diverged)})
 	require.NotEmpty(t, rep.Reshare, "seed %d reshares", seed)

@@ -161,6 +161,9 @@ type Result struct {
 	// Diverged lists members that reported another cluster.json hash
 	// (faulty or Byzantine; at least t members agreed with this one).
 	Diverged []string
+	// TimedOut names the phases that ended at their deadline here with
+	// members still missing, and whom.
+	TimedOut []string
 	// Resumed reports that the ceremony resumed from crash state.
 	Resumed bool
 }
@@ -230,6 +233,11 @@ type runner struct {
 	hash       *[32]byte
 	hashFetch  map[peer.ID]bool
 	justFetch  map[peer.ID]bool
+
+	// timedOut names the phases that ended at their deadline with members
+	// still missing, and whom ("deals (missing node3 …)"): this member's
+	// view of the ceremony rests on a timeout there (see DivergedError).
+	timedOut []string
 
 	dec   Decorator  // a faulty dealer (tests), or nil
 	hooks *testHooks // tests only, or nil
@@ -749,6 +757,12 @@ func (r *runner) hashPhase(ctx context.Context, cd *cdkg.DKG, present []*partici
 		return nil, err
 	}
 	agree, differ, err := agreement(hash, newOthers, hashes, r.cfg.Members.T())
+	r.mu.Lock()
+	res.TimedOut = slices.Clone(r.timedOut)
+	r.mu.Unlock()
+	if de := (*DivergedError)(nil); errors.As(err, &de) {
+		de.TimedOut = res.TimedOut
+	}
 	if err != nil {
 		return nil, r.withRefused(err)
 	}
@@ -946,6 +960,11 @@ func (r *runner) phase(parent context.Context, name string, ps []*participant, f
 		}
 		switch {
 		case step.over:
+			if len(step.missing) > 0 {
+				r.mu.Lock()
+				r.timedOut = append(r.timedOut, fmt.Sprintf("%s (missing %s)", name, strings.Join(step.missing, ", ")))
+				r.mu.Unlock()
+			}
 			return nil
 		case len(step.poll) > 0:
 			st, step = st.polled(r.pollRound(ctx, step.poll, fetch), haveFn, r.cfg.Clock.Now())

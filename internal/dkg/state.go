@@ -49,6 +49,8 @@ type phaseStep struct {
 	wait time.Duration
 	// over reports that the phase ended (complete or timed out).
 	over bool
+	// missing names the members a phase that timed out still waited for.
+	missing []string
 }
 
 // startPhase begins a phase that waits for peers until now+timeout, asking
@@ -82,7 +84,7 @@ func (s phaseState) polled(answered map[peer.ID]bool, have func(*participant) bo
 	}
 	if !now.Before(s.deadline) {
 		step.log = append(step.log, s.timedOut(m))
-		step.over = true
+		step.over, step.missing = true, m
 		return s, step
 	}
 	step.wait = max(0, min(s.asked.Add(s.poll).Sub(now), s.deadline.Sub(now)))
@@ -93,7 +95,8 @@ func (s phaseState) polled(answered map[peer.ID]bool, have func(*participant) bo
 // every member that has not answered is asked again.
 func (s phaseState) tick(have func(*participant) bool, now time.Time) (phaseState, phaseStep) {
 	if !now.Before(s.deadline) {
-		return s, phaseStep{log: []string{s.timedOut(s.missing(have))}, over: true}
+		m := s.missing(have)
+		return s, phaseStep{log: []string{s.timedOut(m)}, over: true, missing: m}
 	}
 	var step phaseStep
 	for _, p := range s.peers {
@@ -241,7 +244,7 @@ func agreement(own [32]byte, others []*participant, hashes map[peer.ID][32]byte,
 		return agree, differ, nil
 	}
 	if len(differ) > 0 {
-		return agree, differ, fmt.Errorf("%w: only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", ErrDiverged, agree, own[:8], t, strings.Join(differ, ", "))
+		return agree, differ, &DivergedError{Msg: fmt.Sprintf("only %d members confirmed cluster.json hash %x, need %d; a different hash at %s", agree, own[:8], t, strings.Join(differ, ", "))}
 	}
 	return agree, differ, &QuorumError{Msg: fmt.Sprintf("only %d members confirmed cluster.json hash %x, need %d; silent: %s", agree, own[:8], t, orNone(silent)), Silent: silent}
 }
@@ -282,6 +285,30 @@ func (e *QuorumError) Error() string {
 
 // Is makes errors.Is(err, ErrTooFewMembers) true.
 func (e *QuorumError) Is(target error) bool { return target == ErrTooFewMembers }
+
+// DivergedError is the error of a member whose cluster.json too few
+// members confirmed while others built another (errors.Is ErrDiverged).
+// With honest members on a network that delivers within the phase
+// timeouts, that does not happen. TimedOut names the phases that ended at
+// their deadline at this member with members still missing: a member
+// that timed out where another heard everyone may qualify other dealers,
+// so the ceremony's synchrony assumption failed there; it is empty when
+// every phase here completed.
+type DivergedError struct {
+	Msg      string
+	TimedOut []string
+}
+
+func (e *DivergedError) Error() string {
+	s := ErrDiverged.Error() + ": " + e.Msg
+	if len(e.TimedOut) > 0 {
+		s += "; phases that timed out here: " + strings.Join(e.TimedOut, "; ")
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrDiverged) true.
+func (e *DivergedError) Is(target error) bool { return target == ErrDiverged }
 
 // TimedOut reports whether the ceremony failed only for lack of time:
 // too few members were heard from before a deadline, none of those heard

@@ -128,6 +128,8 @@ func TestPhaseTransitions(t *testing.T) {
 				for j, l := range ev.log {
 					require.Contains(t, names(step.log[j], ps), l, "event %d", i)
 				}
+				// A phase that ends at its deadline names whom it missed.
+				require.Equal(t, ev.over && strings.Contains(logs, "timed out"), len(step.missing) > 0, "event %d: missing %v", i, step.missing)
 			}
 		})
 	}
@@ -164,6 +166,8 @@ func TestPhaseDriverFakeClock(t *testing.T) {
 	require.Equal(t, 1, count[ps[0].id], "an answered member is not asked again")
 	require.Equal(t, 10, count[ps[1].id], "asked at start and at each tick before the deadline")
 	require.Contains(t, out.String(), "phase p: timed out; no answer from: node2")
+	require.Len(t, r.timedOut, 1, "the phase that timed out is kept for a DivergedError")
+	require.Equal(t, "p (missing node2 (peer2))", names(r.timedOut[0], ps))
 
 	// An interrupted phase says how to resume.
 	cctx, ccancel := context.WithCancel(context.Background())
@@ -280,6 +284,13 @@ func TestAgreement(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tc.err)
+			}
+			if tc.err == ErrDiverged {
+				var de *DivergedError
+				require.ErrorAs(t, err, &de)
+				require.Empty(t, de.TimedOut, "hashPhase adds the phases that timed out")
+				de.TimedOut = []string{"deals (missing node2)"}
+				require.Contains(t, de.Error(), "phases that timed out here: deals (missing node2)")
 			}
 		})
 	}
