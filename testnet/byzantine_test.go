@@ -578,6 +578,55 @@ func TestForgedCandidateNeverCommitted(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// TestVouchedForgerSpendsOneSession bounds what is left of seed 838: a
+// member whose partials made a valid token is vouched for, so a candidate
+// holding its partial is committed while it is checked; if it then
+// forges, with node 4 cut off so that no token can be made, the client
+// spends that one session (its Commit went out), and checks the forger's
+// partials first from then on: no later round commits anything.
+func TestVouchedForgerSpendsOneSession(t *testing.T) {
+	nw := startNet(t, 4, 1, Options{})
+	var mu sync.Mutex
+	committed := map[uint64]bool{} // epochs of the Commits members got
+	nw.ObserveRequests(func(_ int, proto string, _ peer.ID, req []byte) {
+		if proto != protocol.ProtoCommit {
+			return
+		}
+		if cr, err := protocol.UnmarshalCommitRequest(req); err == nil {
+			mu.Lock()
+			committed[cr.Token.Epoch] = true
+			mu.Unlock()
+		}
+	})
+	epochs := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := len(committed)
+		clear(committed)
+		return n
+	}
+	c := newClient(t, nw, 0, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	undelay := byzDelayRest(nw, 200*time.Millisecond) // nodes 1..3 vote first
+	l, err := c.TryAcquire(ctx, "forge/vouched")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	undelay()
+	require.Equal(t, 1, epochs(), "the honest acquisition committed its token")
+
+	forger := ForgePartials().(*partialForger)
+	forger.force(forgeWrongMessage)
+	nw.SetBehaviour(1, forger)
+	nw.CutOff(4)
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = c.TryAcquire(actx, "forge/vouched")
+	acancel()
+	require.Error(t, err, "no token can be made from two honest votes")
+	require.Greater(t, forger.statements(), 1, "the forger answered more than one round")
+	require.Equal(t, 1, epochs(), "only the first round's candidate, vouched for, was committed")
+}
+
 // TestEncodingAttacksRefused: the bytes ForgePartials sends for each
 // encoding attack differ from the honest vote in the partial alone, and
 // nothing accepts them where it would matter. Strict decoding refuses all
