@@ -295,7 +295,11 @@ func (e *QuorumError) Is(target error) bool { return target == ErrTooFewMembers 
 // so the ceremony's synchrony assumption failed there; it is empty when
 // every phase here completed.
 type DivergedError struct {
-	Msg      string
+	// Msg says how many members confirmed this member's hash and which
+	// members had another.
+	Msg string
+	// TimedOut names the phases that timed out here, and whom they
+	// missed; empty if every phase completed.
 	TimedOut []string
 }
 
