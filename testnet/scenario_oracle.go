@@ -245,35 +245,29 @@ func (o *oracle) scenarioErrorLocked(seed int64) error {
 // timeout in wall time may have had far less time to run. Without
 // measured lateness a miss fails as before.
 func (o *oracle) reshareFailed(err error, took, late, timeout time.Duration) {
-	if reshareDivergedAfterTimeout(err) {
-		// The ceremony's phases are synchronous: a member whose phase ran
-		// out before it heard what the others heard qualifies other
-		// dealers. Under a load that took the ceremony's time, as for a
-		// resharing that ran out of time, that is the load; otherwise it
-		// stays an era violation (seed 9782 of a 10,000-seed run: 21 s of
-		// lateness in a 25 s resharing, phases timed out at most members).
-		if reshareExcused(took, late, timeout) {
-			o.mu.Lock()
-			o.reshareExcused = true
-			o.mu.Unlock()
-			return
-		}
-		o.violate("era: the resharing diverged after phases timed out, not explained by load (took %v, phase timeout %v, %d×lateness %v during the DKG): %v",
-			took.Round(time.Millisecond), timeout, scenarioLatenessK, late.Round(time.Millisecond), err)
+	// The ceremony's phases are synchronous: a member whose phase ran out
+	// before it heard what the others heard qualifies other dealers. Under
+	// a load that took the ceremony's time, that is the load, as for a
+	// resharing that ran out of time; otherwise it stays an era violation
+	// (seed 9782 of a 10,000-seed run: 21 s of lateness in a 25 s
+	// resharing, phases timed out at most members).
+	diverged := reshareDivergedAfterTimeout(err)
+	if !diverged && !reshareTimedOut(err) {
+		o.violate("era: the resharing failed: %v", err)
 		return
 	}
-	if reshareTimedOut(err) {
-		if reshareExcused(took, late, timeout) {
-			o.mu.Lock()
-			o.reshareExcused = true
-			o.mu.Unlock()
-			return
-		}
-		o.violate("liveness: the resharing ran out of time (took %v, phase timeout %v, %d×lateness %v during the DKG: a miss is excused only if that is at least one phase timeout and all but one phase timeout of what it took): %v",
-			took.Round(time.Millisecond), timeout, scenarioLatenessK, late.Round(time.Millisecond), err)
+	if reshareExcused(took, late, timeout) {
+		o.mu.Lock()
+		o.reshareExcused = true
+		o.mu.Unlock()
 		return
 	}
-	o.violate("era: the resharing failed: %v", err)
+	load := fmt.Sprintf("took %v, phase timeout %v, %d×lateness %v during the DKG", took.Round(time.Millisecond), timeout, scenarioLatenessK, late.Round(time.Millisecond))
+	if diverged {
+		o.violate("era: the resharing diverged after phases timed out, not explained by load (%s): %v", load, err)
+		return
+	}
+	o.violate("liveness: the resharing ran out of time (%s: a miss is excused only if that is at least one phase timeout and all but one phase timeout of what it took): %v", load, err)
 }
 
 // reshareExcused reports whether a resharing that ran out of time is put
@@ -295,56 +289,56 @@ func reshareExcused(took, late, timeout time.Duration) bool {
 // at least one divergence names phases that timed out at its member.
 func reshareDivergedAfterTimeout(err error) bool {
 	var diverged, timedOut bool
-	var walk func(error) bool
-	walk = func(err error) bool {
-		if de, ok := err.(*dkg.DivergedError); ok {
+	ok := everyCause(err, func(e error) (bool, bool) {
+		if de, isDiverged := e.(*dkg.DivergedError); isDiverged {
 			diverged = true
 			timedOut = timedOut || len(de.TimedOut) > 0
-			return true
+			return true, true
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			for _, e := range errs {
-				if !walk(e) {
-					return false
-				}
-			}
-			return len(errs) > 0
-		case interface{ Unwrap() error }:
-			if _, isQuorum := err.(*dkg.QuorumError); !isQuorum {
-				return walk(u.Unwrap())
-			}
-		}
-		return reshareTimedOut(err)
-	}
-	return err != nil && walk(err) && diverged && timedOut
+		return timeoutCause(e)
+	})
+	return ok && diverged && timedOut
 }
 
 // reshareTimedOut reports whether err says only that a resharing ran out
 // of time: every error joined in it is a context deadline or a
 // *dkg.QuorumError that refused nothing (QuorumError.TimedOut).
-func reshareTimedOut(err error) bool {
+func reshareTimedOut(err error) bool { return everyCause(err, timeoutCause) }
+
+// timeoutCause decides on the errors that say a resharing ran out of time
+// (see everyCause).
+func timeoutCause(err error) (ok, decided bool) {
+	if qe, isQuorum := err.(*dkg.QuorumError); isQuorum {
+		return qe.TimedOut(), true
+	}
+	if err == context.DeadlineExceeded {
+		return true, true
+	}
+	return false, false
+}
+
+// everyCause reports whether judge accepts every cause of err, walking
+// what errors.Join and %w wrap: judge returns decided for an error it
+// rules on, and otherwise everyCause looks into what it wraps. An error
+// that wraps nothing and that judge does not rule on, or a nil err, fails.
+func everyCause(err error, judge func(error) (ok, decided bool)) bool {
 	if err == nil {
 		return false
 	}
-	if qe, ok := err.(*dkg.QuorumError); ok {
-		return qe.TimedOut()
-	}
-	if err == context.DeadlineExceeded {
-		return true
+	if ok, decided := judge(err); decided {
+		return ok
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() []error }:
 		errs := u.Unwrap()
 		for _, e := range errs {
-			if !reshareTimedOut(e) {
+			if !everyCause(e, judge) {
 				return false
 			}
 		}
 		return len(errs) > 0
 	case interface{ Unwrap() error }:
-		return reshareTimedOut(u.Unwrap())
+		return everyCause(u.Unwrap(), judge)
 	}
 	return false
 }
