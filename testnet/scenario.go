@@ -221,9 +221,10 @@ type ScenarioReport struct {
 	Reshare string
 	// ReshareTook is how long the resharing (DKG) took, ReshareLate the
 	// scheduling lateness the process accrued meanwhile, and
-	// ReshareExcused is set when the resharing ran out of time while the
-	// load took at least a phase timeout from it (see reshareExcused):
-	// counted, not a violation.
+	// ReshareExcused is set when the resharing ran out of time, or its
+	// members diverged after phases timed out, while the load took at
+	// least a phase timeout from it (see reshareExcused): counted, not a
+	// violation.
 	ReshareTook, ReshareLate time.Duration
 	ReshareExcused           bool
 	// EraRelays is how many old Byzantine members relayed the new era.
@@ -270,7 +271,7 @@ func (r ScenarioReport) String() string {
 	if r.Reshare != "" {
 		s += fmt.Sprintf("; reshare %s took %v (lateness %v", r.Reshare, r.ReshareTook.Round(time.Millisecond), r.ReshareLate.Round(time.Millisecond))
 		if r.ReshareExcused {
-			s += ", timed out: excused by load"
+			s += ", timed out or diverged after timeouts: excused by load"
 		}
 		s += fmt.Sprintf("): era tokens=%d relays=%d sent=%d refused other-era=%d other=%v",
 			r.EraTokens, r.EraRelays, r.EraSent, r.EraRefused, r.EraOther)

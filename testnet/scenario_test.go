@@ -228,7 +228,7 @@ func TestScenarios(t *testing.T) {
 	}
 	line := fmt.Sprintf("scenarios: seeds run %d, violations %d (safety %d) %v, other failures %d, tokens %d, writes admitted %d, stale writes refused %d (admitted %d), live-holder writes refused %d, acquire errors %d, elapsed %v (per seed median %v, max %v, parallel %d); "+
 		"liveness: lateness per seed median %v max %v (whole run median %v max %v), rounds to first lock median %d max %d, seeds excused liar turns %d (max %d); "+
-		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v; timed out but excused by load %d %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d); "+
+		"shared-identity seeds=%d, reshare seeds=%d (DKG median %v; timed out or diverged after timeouts, excused by load %d %v), era-relay seeds=%d, new-era tokens=%d, relayed to honest old nodes=%d (refused other-era %d), restore-from-backup seeds=%d (applied %d); "+
 		"fork seeds=%d (with a fork %d), forks made=%d, refused at fences=%d, forensics convictions=%d (with commit certificates %d)",
 		ran, violations, safety, violating, failures, sum.Tokens, sum.Writes, sum.StaleRefused, sum.StaleAdmitted, sum.HolderRefused, sum.AcquireErrors,
 		time.Since(start).Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond), par,
