@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,18 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the randomised wait between
 	// attempts (default 5 ms and 500 ms).
 	MinBackoff, MaxBackoff time.Duration
+	// VoteTimeout is how long a member holds an uncommitted vote for
+	// this client: the members' vote timeout (node.Rules.VoteTimeout,
+	// default 2 s, which is this default too). A Lock is handed out once
+	// the votes combine; until t members acknowledged its Commit, its
+	// Deadline is VoteTimeout from when the Acquire went out, minus a
+	// tenth. Set it no higher than the members' setting.
+	VoteTimeout time.Duration
+	// CommitFirst hands out a Lock only once t members acknowledged its
+	// Commit and its token verified, as before the lease started at the
+	// vote: Acquire then takes one more round trip and, for a token from
+	// members not yet vouched for, one more pairing.
+	CommitFirst bool
 	// Seed seeds the backoff jitter; 0 picks a random seed.
 	Seed uint64
 	// SessionKeys is where each acquisition draws its session key
@@ -87,6 +100,9 @@ func (c *Config) validate() error {
 	}
 	if c.DefaultTTL <= 0 {
 		c.DefaultTTL = 10 * time.Second
+	}
+	if c.VoteTimeout <= 0 {
+		c.VoteTimeout = 2 * time.Second
 	}
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = 5 * time.Millisecond
@@ -294,7 +310,10 @@ func (c *Client) ID() string { return c.host.ID().String() }
 
 // Close stops every lock's renewal and the client's background requests,
 // and closes the host if the client made it. It does not release locks:
-// their leases run out.
+// their leases run out. A Lock whose Commit is still under way (see
+// Lock.Committed) holds only votes, which run out by the members' vote
+// timeout: a process that means to leave its lease running by its TTL
+// waits for Committed before Close.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -603,6 +622,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	// when the round gives up are drained in the background so that late
 	// votes are withdrawn (see drainLate).
 	rctx, cancel := context.WithCancel(c.ctx)
+	voteSent := c.cfg.Clock.Now() // no member voted before this
 	ch := c.fanOut(rctx, protocol.ProtoAcquire, req)
 	b := &ballot{epoch: epoch, era: c.era}
 	r := c.newVoteRound(ch, stmt, b, received)
@@ -610,7 +630,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	if tok != nil {
 		var lock *Lock
 		var err error
-		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl, p)
+		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl, p, voteSent)
 		if tok != nil {
 			cancel()
 			p.observe(b)
@@ -626,11 +646,17 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 	return nil, p.outcome(b, len(r.votes))
 }
 
-// commitChecked hands out a Lock only for a token that verified (S2), and
-// commits it. It returns the token committed (nil if no valid one could
-// be made) with the commit's outcome. The commit carries the session's
-// key (p.key) and, if asked for, lets the lease be released by token
+// commitChecked hands out a Lock for the round's token and commits it.
+// It returns the token (nil if no valid one could be made) with the
+// Lock, or the commit's error. The commit carries the session's key
+// (p.key) and, if asked for, lets the lease be released by token
 // (p.tokenRelease).
+//
+// With voteSent (when the Acquire went out; zero when the votes came in
+// Wait answers, whose vote time the client cannot bound) and unless
+// Config.CommitFirst, the lease starts at the vote (grantAtVote).
+// Otherwise the Lock is handed out only for a token that verified (S2)
+// and once t members acknowledged its Commit.
 //
 // When every partial in the candidate comes from a member whose partials
 // this client has seen in a token that verified (vouched), it commits the
@@ -640,7 +666,10 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 // leaves that member's queue for good, so a candidate spoilt by a forged
 // partial must not be committed while the votes in hand may not complete
 // a token: the waiter would lose its place (scenario seed 838).
-func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner) (*protocol.Token, *Lock, error) {
+func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner, voteSent time.Time) (*protocol.Token, *Lock, error) {
+	if !voteSent.IsZero() && !c.cfg.CommitFirst {
+		return c.grantAtVote(ctx, r, tok, ttl, p, voteSent)
+	}
 	if !c.vouched(r.voters()) {
 		return c.checkThenCommit(ctx, r, tok, ttl, p)
 	}
@@ -710,12 +739,105 @@ func (r *voteRound) completeChecked(ctx context.Context) *protocol.Token {
 	return good
 }
 
+// grantAtVote hands out the Lock once t votes combine, before the Commit
+// (issue 20, point 6): the lease starts at the vote. The t members that
+// voted hold the resource for this session for their vote timeout from
+// their vote, which came after voteSent, and every other quorum shares an
+// honest one of them (S1's argument), so no other session can be given
+// the resource before voteSent + VoteTimeout: that, minus a tenth, is the
+// Lock's Deadline until t members acknowledged the Commit, which the Lock
+// sends in the background (Lock.Committed). Safety never depends on it:
+// the resource checks the token.
+//
+// A candidate whose partials all come from vouched members is handed out
+// while it is checked, with the Commit (the client's pairing overlaps the
+// Commit round and the caller's first use of the token); if it fails, the
+// Lock is lost with ErrBadToken, the forging members are checked first
+// from then on, and the session's votes and lease are released. Any other
+// candidate is checked first, as checkThenCommit does: one that fails is
+// completed from other votes or not handed out at all, and nothing of it
+// is committed, so a waiter keeps its place (scenario seed 838).
+func (c *Client) grantAtVote(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner, voteSent time.Time) (*protocol.Token, *Lock, error) {
+	checked := !c.vouched(r.voters())
+	if checked {
+		if err := c.verifier.VerifyPrepared(tok, r.prep); err != nil {
+			log.Warnw("candidate token does not verify: checking the votes one by one before any commit", "resource", tok.Resource, "epoch", tok.Epoch, "err", err)
+			good := r.completeChecked(ctx)
+			if good == nil {
+				return nil, nil, nil
+			}
+			tok = *good
+		}
+		c.vouchVotes(r.votes)
+	}
+	p.spent = true
+	votes, prep, cert := slices.Clone(r.votes), r.prep, r.certificate()
+	key, tokenRelease := p.key, p.tokenRelease
+	settle := func(ctx context.Context) settled {
+		return c.settle(ctx, tok, votes, prep, checked, ttl, key, tokenRelease, cert)
+	}
+	hold := c.cfg.VoteTimeout
+	l := newLock(c, tok, key, ttl, voteSent.Add(hold-margin(hold)), r.b.suspects(), settle)
+	log.Debugw("acquired at the vote", "resource", tok.Resource, "epoch", tok.Epoch, "session", p.holder.Ref().Short(), "checked", checked)
+	return &tok, l, nil
+}
+
+// settled is how the Commit of a Lock handed out at the vote ended: when
+// it was sent and the lease time the members granted, or why the Lock is
+// lost.
+type settled struct {
+	sent time.Time
+	left time.Duration
+	err  error
+}
+
+// settle commits tok for a Lock handed out at the vote and, unless it was
+// checked before (checked), verifies it meanwhile. A token that does not
+// verify ends the Lock with ErrBadToken: its forging members are named
+// (Combine) and checked first from now on, and the leases its Commit
+// started are released with the session's key.
+func (c *Client) settle(ctx context.Context, tok protocol.Token, votes []crypto.PartialSig, prep *verifier.Prepared, checked bool, ttl time.Duration, key protocol.SessionKey, tokenRelease bool, cert []protocol.CertVote) settled {
+	var verified chan error
+	if !checked {
+		verified = make(chan error, 1)
+		if !c.goFunc(func() { verified <- c.verifier.VerifyPrepared(tok, prep) }) {
+			return settled{err: ErrClosed}
+		}
+	}
+	sent, left, err := c.commitOnly(ctx, tok, ttl, key, tokenRelease, cert)
+	if err != nil && ctx.Err() == nil {
+		// Some members may have started a lease nobody will use. (A
+		// Commit cut short by Release, Close or the vote's deadline is
+		// not released here: Release ends the leases itself, and after
+		// the deadline the Lock does.)
+		c.releaseLater(tok, key)
+	}
+	if verified != nil {
+		if verr := <-verified; verr != nil {
+			_, bad, _ := c.cfg.Cluster.Key.Combine(tok.SignedBytes(), votes)
+			for _, idx := range bad {
+				c.forged(idx)
+			}
+			log.Warnw("token handed out at the vote does not verify: the lock is lost", "resource", tok.Resource, "epoch", tok.Epoch, "forgers", bad, "err", verr)
+			if err == nil {
+				c.releaseLater(tok, key) // a failed commit's were released above
+			}
+			return settled{err: fmt.Errorf("%w: %w: %q epoch %d (invalid partials from nodes %v): %w", ErrLost, ErrBadToken, tok.Resource, tok.Epoch, bad, verr)}
+		}
+		c.vouchVotes(votes)
+	}
+	if err != nil {
+		return settled{err: fmt.Errorf("%w: %q epoch %d: commit: %w", ErrLost, tok.Resource, tok.Epoch, err)}
+	}
+	return settled{sent: sent, left: left}
+}
+
 // locked hands out the Lock for tok once its commit went through.
 func (c *Client) locked(tok protocol.Token, p *planner, sent time.Time, left time.Duration, err error, r *voteRound) (*protocol.Token, *Lock, error) {
 	if err != nil {
 		return &tok, nil, err
 	}
-	l := newLock(c, tok, p.key, left, sent, r.b.suspects())
+	l := newLock(c, tok, p.key, left, sent.Add(left-margin(left)), r.b.suspects(), nil)
 	log.Debugw("acquired", "resource", tok.Resource, "epoch", tok.Epoch, "session", p.holder.Ref().Short())
 	return &tok, l, nil
 }
@@ -733,16 +855,19 @@ func (c *Client) vouched(voters []int) bool {
 	return true
 }
 
-// vouch records that the round's votes made a token that verified. Only
-// a token of exactly t partials vouches for them all: with more in hand,
-// one that was not interpolated may be invalid.
-func (c *Client) vouch(r *voteRound) {
-	if len(r.votes) != c.t {
+// vouch records that the round's votes made a token that verified.
+func (c *Client) vouch(r *voteRound) { c.vouchVotes(r.votes) }
+
+// vouchVotes records that votes made a token that verified. Only a token
+// of exactly t partials vouches for them all: with more in hand, one that
+// was not interpolated may be invalid.
+func (c *Client) vouchVotes(votes []crypto.PartialSig) {
+	if len(votes) != c.t {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, v := range r.votes {
+	for _, v := range votes {
 		if c.partials[v.Index] != partialsForged {
 			c.partials[v.Index] = partialsProven
 		}
@@ -840,13 +965,21 @@ func (c *Client) status(ctx context.Context, resource string) ([]NodeStatus, err
 // tokenRelease (WithTokenRelease) and the token's vote certificate, which
 // the nodes keep for forensics (issue 21).
 func (c *Client) commit(ctx context.Context, tok protocol.Token, ttl time.Duration, key protocol.SessionKey, tokenRelease bool, cert []protocol.CertVote) (sent time.Time, left time.Duration, err error) {
-	sent = c.cfg.Clock.Now()
-	req := protocol.CommitRequest{Token: tok, TTL: ttl, Key: key, TokenRelease: tokenRelease, Certificate: cert}
-	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, req.Marshal())
+	sent, left, err = c.commitOnly(ctx, tok, ttl, key, tokenRelease, cert)
 	if err != nil {
 		// Some nodes may have started a lease nobody will use: release it
 		// in the background rather than let it block others for its TTL.
 		c.releaseLater(tok, key)
+	}
+	return sent, left, err
+}
+
+// commitOnly is commit without the release of a failed one.
+func (c *Client) commitOnly(ctx context.Context, tok protocol.Token, ttl time.Duration, key protocol.SessionKey, tokenRelease bool, cert []protocol.CertVote) (sent time.Time, left time.Duration, err error) {
+	sent = c.cfg.Clock.Now()
+	req := protocol.CommitRequest{Token: tok, TTL: ttl, Key: key, TokenRelease: tokenRelease, Certificate: cert}
+	_, _, left, err = c.quorum(ctx, "commit", protocol.ProtoCommit, req.Marshal())
+	if err != nil {
 		return sent, 0, err
 	}
 	if left <= 0 || left > ttl {

@@ -27,6 +27,12 @@ var (
 	ErrRefused = errors.New("client: refused")
 	// ErrLost: the lock's lease ended before Release.
 	ErrLost = errors.New("client: lease lost")
+	// ErrBadToken: a Lock handed out at the vote (see Lock.Committed)
+	// carried a token that did not verify: a member that had signed
+	// validly before sent a forged partial. The Lock is lost (its error
+	// wraps ErrLost too) and the resource refuses the token; acquire
+	// again. The member's partials are checked first from then on.
+	ErrBadToken = errors.New("client: token does not verify")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrFork: the nodes know two valid tokens for one (resource, epoch)

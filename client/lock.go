@@ -6,13 +6,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/palisade-dev/palisade/protocol"
 )
 
 // Lock is a held lease with its fencing token. The token is what protects
-// the resource: present it with every write. The lease is renewed in the
-// background; Lost is closed when it ends (deadline passed without a
-// renewal, renewal refused by the cluster, Release, or client Close).
+// the resource: present it with every write. The lease starts at the
+// vote: Acquire returns once t votes combine, and the Lock commits the
+// token in the background (Committed); the lease is then renewed in the
+// background. Lost is closed when it ends (deadline passed without a
+// commit or renewal, commit or renewal refused by the cluster, a token
+// that does not verify, Release, or client Close).
 type Lock struct {
 	c     *Client
 	token protocol.Token
@@ -24,6 +29,11 @@ type Lock struct {
 	suspects []int
 	// freeSlot lets this client acquire the resource again.
 	freeSlot func()
+	// settle commits the token of a Lock handed out at the vote (nil if
+	// it was committed first); committed is closed once t members
+	// acknowledged the commit.
+	settle    func(context.Context) settled
+	committed chan struct{}
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -40,10 +50,15 @@ type Lock struct {
 // between itself and the nodes.
 func margin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func newLock(c *Client, tok protocol.Token, key protocol.SessionKey, ttl time.Duration, sent time.Time, suspects []int) *Lock {
+// newLock starts the Lock of tok, held until deadline unless renewed
+// every ttl/3. settle, if not nil, commits the token first (grantAtVote).
+func newLock(c *Client, tok protocol.Token, key protocol.SessionKey, ttl time.Duration, deadline time.Time, suspects []int, settle func(context.Context) settled) *Lock {
 	ctx, cancel := context.WithCancel(c.ctx)
-	l := &Lock{c: c, token: tok, key: key, ttl: ttl, suspects: suspects,
-		deadline: sent.Add(ttl - margin(ttl)), lost: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	l := &Lock{c: c, token: tok, key: key, ttl: ttl, suspects: suspects, settle: settle, committed: make(chan struct{}),
+		deadline: deadline, lost: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	if settle == nil {
+		close(l.committed)
+	}
 	if !c.goFunc(func() {
 		defer close(l.done)
 		l.keepAlive(ctx)
@@ -68,8 +83,10 @@ func (l *Lock) Suspects() []int { return append([]int(nil), l.suspects...) }
 func (l *Lock) Epoch() uint64 { return l.token.Epoch }
 
 // Deadline is when the lease ends unless renewed, measured on the client's
-// clock from when the last successful commit or renewal was sent, minus a
-// safety margin.
+// clock, minus a safety margin of a tenth: until Committed, from when the
+// Acquire was sent, by the members' vote timeout (Config.VoteTimeout);
+// then from when the last successful commit or renewal was sent, by the
+// TTL.
 func (l *Lock) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,6 +95,13 @@ func (l *Lock) Deadline() time.Time {
 
 // Lost is closed when the lease ends.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Committed is closed once t members acknowledged the token's Commit:
+// the lease then runs its TTL from when the Commit was sent, and renews.
+// Until then it holds by the members' uncommitted votes (see Deadline).
+// If the Commit fails, or the token does not verify (ErrBadToken), Lost
+// closes instead and Committed never does.
+func (l *Lock) Committed() <-chan struct{} { return l.committed }
 
 // Err says why Lost was closed: an error wrapping ErrLost, ErrClosed after
 // the client closed, nil after Release or while held.
@@ -124,6 +148,9 @@ func (l *Lock) keepAlive(ctx context.Context) {
 	lostAt := func() {
 		l.markLost(fmt.Errorf("%w: %q epoch %d: deadline passed without renewal", ErrLost, l.token.Resource, l.token.Epoch))
 	}
+	if l.settle != nil && !l.awaitCommit(ctx, expire) {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -168,6 +195,50 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			}
 			renew.Reset(every)
 		}
+	}
+}
+
+// awaitCommit runs the Commit of a Lock handed out at the vote (settle)
+// and waits for it with the vote's deadline armed. It reports whether the
+// lease goes on; if not, the Lock is lost. Release, Close and the vote's
+// deadline cut the Commit short; after the deadline, what it started is
+// released.
+func (l *Lock) awaitCommit(ctx context.Context, expire clockwork.Timer) bool {
+	sctx, cancel := context.WithCancel(ctx)
+	ch := make(chan settled, 1)
+	if !l.c.goFunc(func() {
+		defer cancel()
+		ch <- l.settle(sctx)
+	}) {
+		cancel()
+		l.markLost(ErrClosed)
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		cancel()
+		l.markLost(ErrClosed) // no-op after Release, which ends the votes too
+		return false
+	case <-expire.Chan():
+		cancel()
+		l.markLost(fmt.Errorf("%w: %q epoch %d: the commit was not acknowledged within the vote timeout", ErrLost, l.token.Resource, l.token.Epoch))
+		l.c.releaseLater(l.token, l.key)
+		return false
+	case s := <-ch:
+		if s.err != nil {
+			l.markLost(s.err)
+			return false
+		}
+		ttl := l.ttl
+		if s.left > 0 && s.left < ttl {
+			ttl = s.left
+		}
+		l.mu.Lock()
+		l.deadline = s.sent.Add(ttl - margin(ttl))
+		l.mu.Unlock()
+		close(l.committed)
+		expire.Reset(l.Deadline().Sub(l.c.cfg.Clock.Now()))
+		return true
 	}
 }
 

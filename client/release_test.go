@@ -36,6 +36,11 @@ func TestReleaseByToken(t *testing.T) {
 	first := newClient(owner)
 	lock, err := first.Acquire(ctx, "orders-db", client.WithTTL(time.Minute), client.WithTokenRelease())
 	require.NoError(t, err)
+	select { // the lease outlives the process only once committed
+	case <-lock.Committed():
+	case <-lock.Lost():
+		t.Fatalf("lost before its commit: %v", lock.Err())
+	}
 	tok := lock.Token()
 	require.NoError(t, first.Close())
 

@@ -473,7 +473,7 @@ func (c *Client) waitVotes(ctx context.Context, ttl time.Duration, p *planner, f
 		req := protocol.AcquireRequest{Cluster: c.cfg.Cluster.ID, Resource: p.resource, Epoch: epoch, Key: p.key, TTL: ttl}.Marshal()
 		return c.fanOutTo(rctx, ms, protocol.ProtoAcquire, req)
 	}
-	tok, lock, err := c.commitChecked(ctx, r, *tok, ttl, p)
+	tok, lock, err := c.commitChecked(ctx, r, *tok, ttl, p, time.Time{})
 	if widened && tok == nil {
 		c.drainLate(r.ch, len(c.members)-r.got, stmt, p.key, cancel)
 	} else {

@@ -347,6 +347,19 @@ func (r Rules) Release(rec Record, tok protocol.Token, shown Shown, now time.Tim
 		if tok.Epoch == n.Released && n.Lease.Holder.IsZero() {
 			return o // released already: the same answer again
 		}
+		// The lease starts at the vote (issue 20), so a Release can
+		// overtake the session's Commit at a member that did not vote:
+		// one whose last epoch, before this request taught it the
+		// token's, was below it. A genuine token and its session's key
+		// end the lease here before it starts: a late Commit is refused
+		// (Released) instead of holding the resource for a TTL nobody
+		// renews.
+		if shown.Verified && shown.Key && tok.Epoch > rec.LastEpoch && tok.Epoch > n.Released {
+			n.Released = tok.Epoch
+			o.Changed = true
+			o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, "before its commit")
+			return o
+		}
 		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
 	}
 	detail := ""
@@ -355,6 +368,13 @@ func (r Rules) Release(rec Record, tok protocol.Token, shown Shown, now time.Tim
 			return o.refuse(protocol.CodeNotHolder, ErrKeyOnlyMessage)
 		}
 		detail = "by token"
+	}
+	if !n.Lease.Committed && tok.Epoch > n.LeaseGen {
+		// The session held the lease from the vote and released it before
+		// its Commit got here: the generation moves as the Commit would
+		// have moved it, so that this member orders waiters as the
+		// members the Commit reached do.
+		n.PrevGen, n.LeaseGen = n.LeaseGen, tok.Epoch
 	}
 	n.Lease = Lease{}
 	n.Released = tok.Epoch // a re-sent Commit must not bring it back

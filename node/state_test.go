@@ -756,7 +756,9 @@ func TestRelease(t *testing.T) {
 		rec  Record
 		tok  protocol.Token
 		now  time.Time
-		want stateWant
+		// shown is what the request showed, ownerShown if nil.
+		shown *Shown
+		want  stateWant
 	}{
 		{
 			name: "holder releases its committed lease", rec: stateCommitted(), tok: stateTok(5, alice), now: stateAt(3 * time.Second),
@@ -767,6 +769,7 @@ func TestRelease(t *testing.T) {
 			want: stateWant{changed: true, audit: []AuditKind{AuditRelease}, next: stateWith(stateVoted(), func(r *Record) {
 				r.Lease, r.Released = Lease{}, 5
 				r.Certified = stateTokP(5, alice)
+				r.PrevGen, r.LeaseGen = 0, 5 // as its Commit would have
 			})},
 		},
 		{
@@ -778,7 +781,18 @@ func TestRelease(t *testing.T) {
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, next: stateCommitted()},
 		},
 		{
-			name: "higher epoch: catches up, which clears the lower lease, and refuses", rec: stateCommitted(), tok: stateTok(6, alice), now: stateAt(3 * time.Second),
+			// The Release overtook its Commit (the lease starts at the
+			// vote): a late Commit at epoch 6 must start nothing here.
+			name: "higher epoch: catches up, which clears the lower lease, and records the release", rec: stateCommitted(), tok: stateTok(6, alice), now: stateAt(3 * time.Second),
+			want: stateWant{changed: true, audit: []AuditKind{AuditCatchUp, AuditRelease}, next: stateWith(stateCommitted(), func(r *Record) {
+				r.LastEpoch = 6
+				r.Certified = stateTokP(6, alice)
+				r.Lease = Lease{}
+				r.Released = 6
+			})},
+		},
+		{
+			name: "higher epoch without the session's key", rec: stateCommitted(), tok: stateTok(6, alice), now: stateAt(3 * time.Second), shown: &Shown{Verified: true},
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, audit: []AuditKind{AuditCatchUp}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.LastEpoch = 6
 				r.Certified = stateTokP(6, alice)
@@ -797,7 +811,11 @@ func TestRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := stateRules.Release(tt.rec, tt.tok, ownerShown, tt.now)
+			shown := ownerShown
+			if tt.shown != nil {
+				shown = *tt.shown
+			}
+			o := stateRules.Release(tt.rec, tt.tok, shown, tt.now)
 			stateCheck(t, o, tt.now, tt.want)
 		})
 	}

@@ -112,7 +112,7 @@ func requireLeaseAt(t testing.TB, nw *Network, members []int, resource string, h
 
 // committedAt returns the members that hold holder's committed, live
 // lease of resource at epoch: the ones at which a check that the lease
-// survives an attack means something. An acquisition returns once 2f+1
+// survives an attack means something. Once a Lock is Committed, 2f+1
 // members acknowledged its Commit. The others apply theirs when it
 // arrives, or never: if the client closes first (Close cancels the Commit
 // still in flight, as a process that exits after acquiring does), or if
@@ -195,6 +195,7 @@ func TestBorrowedSession(t *testing.T) {
 		const res = "borrow/garbage"
 		lock, err := owner.TryAcquire(ctx, res)
 		require.NoError(t, err)
+		awaitCommit(t, lock)
 		tok := lock.Token()
 		key := tap.last(t)
 		require.Equal(t, key.Session(), tok.Holder.Session)
@@ -257,6 +258,7 @@ func TestBorrowedSession(t *testing.T) {
 		const res = "borrow/renew"
 		lock, err := owner.TryAcquire(ctx, res)
 		require.NoError(t, err)
+		awaitCommit(t, lock)
 		tok := lock.Token()
 		key := tap.last(t)
 		mine := protocol.SessionKey{0x53}
@@ -310,6 +312,7 @@ func TestBorrowedSession(t *testing.T) {
 		const res = "borrow/lib"
 		lock, err := owner.TryAcquire(ctx, res)
 		require.NoError(t, err)
+		awaitCommit(t, lock)
 		tok := lock.Token()
 		held := committedAt(t, nw, res, tok.Holder, tok.Epoch)
 		err = sibClient.Release(ctx, tok)
@@ -332,6 +335,7 @@ func TestBorrowedSession(t *testing.T) {
 		require.NoError(t, err)
 		l2, err := cli.TryAcquire(ctx, cliRes, client.WithTokenRelease(), client.WithTTL(protocol.MaxTTL))
 		require.NoError(t, err)
+		awaitCommit(t, l2) // as palisade acquire does before it exits
 		tok2 := l2.Token()
 		require.NoError(t, cli.Close()) // as palisade acquire exits
 		// Close cancelled any Commit still in flight: the lease is held

@@ -572,6 +572,7 @@ func TestForgedCandidateNeverCommitted(t *testing.T) {
 	defer cancel()
 	l, err := c.TryAcquire(ctx, "forge/uncommitted")
 	require.NoError(t, err)
+	awaitCommit(t, l)
 	tok := l.Token()
 	require.NoError(t, verifier.New(nw.Keys.Cluster).VerifyFor(tok, tok.Resource))
 	require.Positive(t, committed(), "the token made of honest votes was committed")
@@ -580,10 +581,12 @@ func TestForgedCandidateNeverCommitted(t *testing.T) {
 
 // TestVouchedForgerSpendsOneSession bounds what is left of seed 838: a
 // member whose partials made a valid token is vouched for, so a candidate
-// holding its partial is committed while it is checked; if it then
-// forges, with node 4 cut off so that no token can be made, the client
-// spends that one session (its Commit went out), and checks the forger's
-// partials first from then on: no later round commits anything.
+// holding its partial is handed out at the vote and committed while it is
+// checked; if it then forges, with node 4 cut off so that no token can be
+// made, the client spends that one session (its Commit went out): the
+// Lock it handed out is lost with ErrBadToken, and its token does not
+// verify. The client checks the forger's partials first from then on: no
+// later round hands out or commits anything.
 func TestVouchedForgerSpendsOneSession(t *testing.T) {
 	nw := startNet(t, 4, 1, Options{})
 	var mu sync.Mutex
@@ -630,6 +633,12 @@ func TestVouchedForgerSpendsOneSession(t *testing.T) {
 	nw.SetBehaviour(1, forger)
 	nw.CutOff(4)
 	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	bad, err := c.TryAcquire(actx, "forge/vouched")
+	require.NoError(t, err, "a candidate of vouched members is handed out at the vote")
+	testwait.Recv(t, bad.Lost(), testwait.HangCeiling, "Lost of the Lock whose token does not verify")
+	require.ErrorIs(t, bad.Err(), client.ErrBadToken)
+	require.ErrorIs(t, bad.Err(), client.ErrLost)
+	require.Error(t, verifier.New(nw.Keys.Cluster).VerifyFor(bad.Token(), bad.Token().Resource), "the resource refuses it")
 	_, err = c.TryAcquire(actx, "forge/vouched")
 	acancel()
 	require.Error(t, err, "no token can be made from two honest votes")

@@ -87,6 +87,7 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 		l, err := c.TryAcquire(ctx, fmt.Sprintf("orders-%d", k))
 		require.NoError(t, err)
 		require.EqualValues(t, 1, l.Epoch())
+		awaitCommit(t, l) // else the Release may overtake the Commit
 		require.NoError(t, l.Release(ctx))
 	}
 	for i := 1; i <= 3; i++ {
@@ -107,6 +108,7 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 	// A held lease shows as live on the nodes that committed it.
 	l, err := c.TryAcquire(ctx, "held")
 	require.NoError(t, err)
+	awaitCommit(t, l)
 	for i := 1; i <= 3; i++ {
 		require.EqualValues(t, 1, scrape(t, nw.Node(i))[node.MetricLeasesLive], "node %d", i)
 	}

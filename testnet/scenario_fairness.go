@@ -366,8 +366,29 @@ func (o *oracle) fairEnd(w int, l *client.Lock, err error) {
 	fw := &o.fair.waits[w]
 	fw.end = now
 	if err == nil && l != nil {
+		o.leaseAtVote(fw.client, l, now)
 		tok := l.Token()
 		fw.granted, fw.epoch, fw.session, fw.id = true, tok.Epoch, tok.Holder.Session, tok.Holder.ID
+	}
+}
+
+// leaseAtVote checks the lease of a Lock granted at now (issue 20, point
+// 6): until t members acknowledged its Commit it holds only by their
+// votes, so its Deadline must be no later than the members' vote timeout,
+// minus the client's tenth, after the grant: the votes were all cast
+// before it. The caller holds o.mu.
+func (o *oracle) leaseAtVote(i int, l *client.Lock, now time.Time) {
+	d := l.Deadline() // read before Committed: the commit moves it first
+	select {
+	case <-l.Committed():
+		return
+	default:
+	}
+	o.atVote++
+	if hold := scenarioVoteTimeout; d.After(now.Add(hold - hold/10)) {
+		tok := l.Token()
+		o.violateLocked("lease: client%d's lock on %q epoch %d, handed out before its commit, holds until %v after its grant: past the members' vote timeout %v (less a tenth)",
+			i, tok.Resource, tok.Epoch, d.Sub(now).Round(time.Millisecond), hold)
 	}
 }
 

@@ -161,3 +161,42 @@ func TestLivenessVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestScenarioCatchesOverlongVoteLease: honest clients that take the
+// members' vote timeout for ten times what it is hand out Locks whose
+// Deadline, until the Commit is acknowledged, runs past what the members'
+// votes hold. The oracle flags every such Lock as a lease violation, not
+// a safety one (fencing does not depend on leases); the control, the
+// same scenario with the members' vote timeout, passes, and in both some
+// Locks were handed out before their commit.
+func TestScenarioCatchesOverlongVoteLease(t *testing.T) {
+	base := ScenarioConfig{N: 4, Clients: 2, Resources: 1, NoByzantine: true, NoFaults: true, NoReshare: true, NoRestore: true,
+		NoSharedIdentities: true}
+	for _, tc := range []struct {
+		name string
+		vt   time.Duration // the clients' VoteTimeout; 0: the members'
+	}{
+		{"control", 0},
+		{"ten times the members'", 10 * scenarioVoteTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.clientVoteTimeout = tc.vt
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			rep, err := runScenario(ctx, t, 11, cfg)
+			require.Positive(t, rep.AtVote, "Locks were handed out before their commit")
+			if tc.vt == 0 {
+				require.NoError(t, err)
+				return
+			}
+			var se *ScenarioError
+			require.ErrorAs(t, err, &se)
+			require.False(t, se.Safety(), "a lease's timing is not safety: %v", err)
+			require.NotEmpty(t, se.Violations)
+			for _, v := range se.Violations {
+				require.True(t, strings.HasPrefix(v, "lease: ") && strings.Contains(v, "handed out before its commit"), "only the lease is flagged: %v", v)
+			}
+		})
+	}
+}

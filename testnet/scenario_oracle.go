@@ -167,6 +167,7 @@ type oracle struct {
 	staleRefused  int
 	staleAdmitted int
 	holderRefused int
+	atVote        int
 	// reshareExcused is set when a resharing that ran out of time is
 	// put down to load (reshareFailed).
 	reshareExcused bool

@@ -137,6 +137,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 			MinBackoff:     2 * time.Millisecond,
 			MaxBackoff:     100 * time.Millisecond,
 			Seed:           uint64(seed)*1000 + uint64(i) + 1,
+			VoteTimeout:    cfg.clientVoteTimeout, // zero: the members' (NewClient)
 		}
 	}
 	clients := make([]*client.Client, p.k)
@@ -265,6 +266,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	rep.Tokens = len(o.tokens)
 	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
+	rep.AtVote = o.atVote
 	rep.ReshareExcused = o.reshareExcused
 	for _, toks := range o.forks {
 		if len(toks) >= 2 {

@@ -452,6 +452,9 @@ func (m *Member) intercept(ctx context.Context, _ string, _ peer.ID) error {
 func (nw *Network) NewClient(i int, cfg client.Config) (*client.Client, error) {
 	cfg.Cluster = nw.Keys.Cluster
 	cfg.Identity = nw.Keys.Clients[i]
+	if cfg.VoteTimeout == 0 {
+		cfg.VoteTimeout = nw.rules.VoteTimeout // the members' (zero: both defaults)
+	}
 	return client.New(cfg)
 }
 

@@ -53,6 +53,21 @@ func newClient(t testing.TB, nw *Network, i int, cfg client.Config) *client.Clie
 	return c
 }
 
+// awaitCommit waits until t members acknowledged l's Commit. The lease
+// starts at the vote and the Lock commits in the background, so a test
+// that reads the members' leases, or counts their commits, waits for it
+// first, as a process does that leaves its lease running when it exits.
+func awaitCommit(t testing.TB, l *client.Lock) {
+	t.Helper()
+	select {
+	case <-l.Committed():
+	case <-l.Lost():
+		t.Fatalf("lock on %q epoch %d lost before its commit: %v", l.Token().Resource, l.Epoch(), l.Err())
+	case <-time.After(testwait.HangCeiling):
+		t.Fatalf("lock on %q epoch %d: no commit within %v", l.Token().Resource, l.Epoch(), testwait.HangCeiling)
+	}
+}
+
 func verify(t testing.TB, nw *Network, tok protocol.Token) {
 	t.Helper()
 	require.NoError(t, nw.Keys.Cluster.Key.Verify(tok.SignedBytes(), tok.Signature))
@@ -241,6 +256,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 	// steps, letting renewals run.
 	l1, err := try(c1, client.WithTTL(ttl))
 	require.NoError(t, err)
+	awaitCommit(t, l1)
 	first := l1.Deadline()
 	for i := 0; i < 6; i++ {
 		require.NoError(t, clock.BlockUntilContext(ctx, 1)) // the renewal loop waits
@@ -261,6 +277,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 	require.NoError(t, l1.Err())
 	l2, err := try(c2, client.WithTTL(ttl))
 	require.NoError(t, err)
+	awaitCommit(t, l2) // Close would cut a Commit short, and the lease to run out is the TTL's
 
 	// A dead holder's lease frees the resource after its TTL: client 2
 	// stops renewing (closed), time passes.
@@ -272,6 +289,7 @@ func TestL3ReleaseExpiryRenewalFakeClock(t *testing.T) {
 	l3, err := try(c1)
 	require.NoError(t, err)
 	require.Greater(t, l3.Epoch(), l2.Epoch())
+	awaitCommit(t, l3)
 
 	// A holder that cannot renew learns it lost the lease at its deadline.
 	for i := 1; i <= 4; i++ {

@@ -34,6 +34,16 @@ func runAcquire(ctx context.Context, e *env, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The lease starts at the vote; the token is printed only once t
+	// members acknowledged its Commit, so that it outlives this process
+	// by its TTL and can be released by token.
+	select {
+	case <-lock.Committed():
+	case <-lock.Lost():
+		return fmt.Errorf("acquire %q: %w", resource, lock.Err())
+	case <-ctx.Done():
+		return fmt.Errorf("acquire %q: waiting for the commit: %w", resource, ctx.Err())
+	}
 	fmt.Fprintln(e.stdout, lock.Token().String())
 	return nil
 }
