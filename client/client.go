@@ -632,7 +632,7 @@ func (c *Client) attempt(ctx context.Context, ttl time.Duration, p *planner) (*L
 		var err error
 		tok, lock, err = c.commitChecked(ctx, r, *tok, ttl, p, voteSent)
 		if tok != nil {
-			cancel()
+			c.drainWon(ch, len(c.members)-r.got, cancel)
 			p.observe(b)
 			return lock, err
 		}
@@ -794,8 +794,8 @@ type settled struct {
 // settle commits tok for a Lock handed out at the vote and, unless it was
 // checked before (checked), verifies it meanwhile. A token that does not
 // verify ends the Lock with ErrBadToken: its forging members are named
-// (Combine) and checked first from now on, and the leases its Commit
-// started are released with the session's key.
+// (Combine) and checked first from now on. What a failed settle started
+// is released by the Lock (awaitCommit, or its Release).
 func (c *Client) settle(ctx context.Context, tok protocol.Token, votes []crypto.PartialSig, prep *verifier.Prepared, checked bool, ttl time.Duration, key protocol.SessionKey, tokenRelease bool, cert []protocol.CertVote) settled {
 	var verified chan error
 	if !checked {
@@ -805,13 +805,6 @@ func (c *Client) settle(ctx context.Context, tok protocol.Token, votes []crypto.
 		}
 	}
 	sent, left, err := c.commitOnly(ctx, tok, ttl, key, tokenRelease, cert)
-	if err != nil && ctx.Err() == nil {
-		// Some members may have started a lease nobody will use. (A
-		// Commit cut short by Release, Close or the vote's deadline is
-		// not released here: Release ends the leases itself, and after
-		// the deadline the Lock does.)
-		c.releaseLater(tok, key)
-	}
 	if verified != nil {
 		if verr := <-verified; verr != nil {
 			_, bad, _ := c.cfg.Cluster.Key.Combine(tok.SignedBytes(), votes)
@@ -819,9 +812,6 @@ func (c *Client) settle(ctx context.Context, tok protocol.Token, votes []crypto.
 				c.forged(idx)
 			}
 			log.Warnw("token handed out at the vote does not verify: the lock is lost", "resource", tok.Resource, "epoch", tok.Epoch, "forgers", bad, "err", verr)
-			if err == nil {
-				c.releaseLater(tok, key) // a failed commit's were released above
-			}
 			return settled{err: fmt.Errorf("%w: %w: %q epoch %d (invalid partials from nodes %v): %w", ErrLost, ErrBadToken, tok.Resource, tok.Epoch, bad, verr)}
 		}
 		c.vouchVotes(votes)

@@ -200,11 +200,13 @@ func (l *Lock) keepAlive(ctx context.Context) {
 
 // awaitCommit runs the Commit of a Lock handed out at the vote (settle)
 // and waits for it with the vote's deadline armed. It reports whether the
-// lease goes on; if not, the Lock is lost. Release, Close and the vote's
-// deadline cut the Commit short; after the deadline, what it started is
-// released.
+// lease goes on; if not, the Lock is lost, and what the Commit started is
+// released. Close and the vote's deadline cut the Commit short. Release
+// does not wait for it: the Release goes out at once, and a member the
+// Commit reaches after it refuses the Commit (Released); the Commit's
+// calls run out in the background rather than reset their streams.
 func (l *Lock) awaitCommit(ctx context.Context, expire clockwork.Timer) bool {
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(l.c.ctx)
 	ch := make(chan settled, 1)
 	if !l.c.goFunc(func() {
 		defer cancel()
@@ -216,8 +218,7 @@ func (l *Lock) awaitCommit(ctx context.Context, expire clockwork.Timer) bool {
 	}
 	select {
 	case <-ctx.Done():
-		cancel()
-		l.markLost(ErrClosed) // no-op after Release, which ends the votes too
+		l.markLost(ErrClosed) // no-op after Release
 		return false
 	case <-expire.Chan():
 		cancel()
@@ -227,6 +228,7 @@ func (l *Lock) awaitCommit(ctx context.Context, expire clockwork.Timer) bool {
 	case s := <-ch:
 		if s.err != nil {
 			l.markLost(s.err)
+			l.c.releaseLater(l.token, l.key)
 			return false
 		}
 		ttl := l.ttl

@@ -394,6 +394,26 @@ func (c *Client) drainLate(ch <-chan reply, n int, stmt protocol.Statement, key 
 	}
 }
 
+// drainWon reads the n replies of a won round still out in the background
+// and then ends its fan-out (stop). Their votes are for the session that
+// won, which its Commit and Release cover; cancelling the calls instead
+// would reset their streams, which the next round pays for with new ones.
+func (c *Client) drainWon(ch <-chan reply, n int, stop context.CancelFunc) {
+	if n == 0 || !c.goFunc(func() {
+		defer stop()
+		for range n {
+			select {
+			case r := <-ch:
+				c.markSilent(r.m.index, r.err != nil)
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}) {
+		stop()
+	}
+}
+
 // quorum sends req to all nodes and waits until 2f+1 acknowledge it, or
 // until it is certain they cannot. Requests to the other nodes carry on in
 // the background (owned by the client, bounded by RequestTimeout) so every
