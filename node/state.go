@@ -129,9 +129,30 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 		o.catchUp(*proof, now)
 	}
 	n := &o.Next
+	busy := func() Outcome {
+		o.Kind = protocol.KindBusy
+		o.Holder, o.LeaseEpoch, o.Left = n.Lease.Holder, n.Lease.Epoch, n.Lease.Expires.Sub(now)
+		o.Pending = !n.Lease.Committed
+		return o
+	}
 	// A re-sent request of the same session gets the vote it already got
-	// (S1/S3: the same vote again, never a second one at this epoch).
+	// (S1/S3: the same vote again, never a second one at this epoch). The
+	// lease starts at the vote (issue 20), so a vote sent again holds the
+	// resource again, for VoteTimeout from now: a client hands out its Lock
+	// on t votes, some of which may be repeats of a round it withdrew
+	// (Abandon dropped their leases) or of one whose leases are running
+	// out. So the vote is not sent again while another holder has the
+	// resource (nothing is lost: the vote was sent once, and S1 holds
+	// either way), and not renewed once the session released the epoch.
 	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
+		if n.Lease.Active(now) && n.Lease.Holder != holder {
+			return busy()
+		}
+		committed := n.Lease.Committed && n.Lease.Holder == holder && n.Lease.Active(now)
+		if exp := now.Add(r.VoteTimeout); epoch > n.Released && !committed && (n.Lease.Holder != holder || n.Lease.Expires.Before(exp)) {
+			n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: exp}
+			o.Changed = true
+		}
 		o.Kind, o.Repeat = protocol.KindVote, true
 		return o
 	}
@@ -150,10 +171,7 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 		return o.refuse(protocol.CodeTooFar, fmt.Sprintf("epoch %d is more than %d above known epoch %d", epoch, r.MaxEpochStep, known))
 	}
 	if n.Lease.Active(now) && n.Lease.Holder != holder {
-		o.Kind = protocol.KindBusy
-		o.Holder, o.LeaseEpoch, o.Left = n.Lease.Holder, n.Lease.Epoch, n.Lease.Expires.Sub(now)
-		o.Pending = !n.Lease.Committed
-		return o
+		return busy()
 	}
 	expires := now.Add(r.VoteTimeout)
 	if n.Lease.Active(now) && n.Lease.Expires.After(expires) {

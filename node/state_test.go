@@ -278,17 +278,41 @@ func TestAcquire(t *testing.T) {
 			}},
 		},
 		{
-			name: "same holder re-sends: repeat", rec: stateVoted(), holder: alice, epoch: 5, ttl: 30 * time.Second, now: stateAt(time.Second),
-			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateVoted()},
+			// The lease starts at the vote (issue 20): the vote sent again
+			// holds the resource for VoteTimeout from now.
+			name: "same holder re-sends: repeat, its vote's lease from now", rec: stateVoted(), holder: alice, epoch: 5, ttl: 30 * time.Second, now: stateAt(time.Second),
+			want: stateWant{kind: protocol.KindVote, repeat: true, changed: true,
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(time.Second).Add(stateRules.VoteTimeout) })},
+		},
+		{
+			name: "same holder re-sends after it abandoned: repeat, the vote's lease again", rec: stateWith(stateVoted(), func(r *Record) { r.Lease = Lease{} }),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
+			want: stateWant{kind: protocol.KindVote, repeat: true, changed: true,
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(time.Second).Add(stateRules.VoteTimeout) })},
+		},
+		{
+			name: "same holder re-sends while another holder has the resource: busy, no vote", rec: stateWith(stateVoted(), func(r *Record) {
+				r.Lease = Lease{Holder: bob, Epoch: 5, Expires: stateAt(2 * time.Second)}
+			}),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
+			want: stateWant{kind: protocol.KindBusy, next: stateWith(stateVoted(), func(r *Record) {
+				r.Lease = Lease{Holder: bob, Epoch: 5, Expires: stateAt(2 * time.Second)}
+			})},
+			busyHolder: bob, busyEpoch: 5, busyLeft: time.Second, busyVote: true,
+		},
+		{
+			name: "same holder re-sends after it released: repeat, no lease", rec: stateWith(stateVoted(), func(r *Record) { r.Lease, r.Released = Lease{}, 5 }),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
+			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateWith(stateVoted(), func(r *Record) { r.Lease, r.Released = Lease{}, 5 })},
 		},
 		{
 			name: "same holder re-sends with a committed lease: repeat", rec: stateCommitted(), holder: alice, epoch: 5, now: stateAt(5 * time.Second),
 			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateCommitted()},
 		},
 		{
-			name: "same holder re-sends after the vote timed out: repeat, lapsed vote cleared", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Hour),
+			name: "same holder re-sends after the vote timed out: repeat, the vote's lease again", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Hour),
 			want: stateWant{kind: protocol.KindVote, repeat: true, changed: true,
-				next: stateWith(stateVoted(), func(r *Record) { r.Lease = Lease{} })},
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(time.Hour).Add(stateRules.VoteTimeout) })},
 		},
 		{
 			name: "same holder re-sends before the driver signed: stale, no repeat", rec: stateWith(stateVoted(), func(r *Record) { r.Vote = crypto.PartialSig{} }),

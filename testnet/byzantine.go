@@ -352,6 +352,33 @@ type partialForger struct {
 	log    map[string][]forgery // statement key -> what was sent for it
 	forced *forgery             // if set, the forgery every vote gets (see force)
 	inWait int                  // forgeries sent in Wait answers
+	// honestFirst is how many votes each client identity gets honest
+	// before the forgeries start (ForgePartialsAfter); honest counts them.
+	honestFirst int
+	honest      map[peer.ID]int
+}
+
+// ForgePartialsAfter is ForgePartials that first sends each client
+// identity n honest votes: a member whose partials made a valid token is
+// vouched for by that client, whose next candidate with the member's
+// forged partial is handed out at the vote while it is checked (the Lock
+// is then lost with client.ErrBadToken), after which the client checks
+// the member's partials first. The scenarios' forgers are these, with
+// n = 1, so that both paths run.
+func ForgePartialsAfter(n int) Behaviour {
+	return &partialForger{r: newByzRand(0xf0f0), log: map[string][]forgery{}, honestFirst: n, honest: map[peer.ID]int{}}
+}
+
+// honestNow reports whether the vote for from is still one of its
+// honest ones, and counts it.
+func (p *partialForger) honestNow(from peer.ID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.honest[from] >= p.honestFirst {
+		return false
+	}
+	p.honest[from]++
+	return true
 }
 
 // force makes every vote from now on get forgery m instead of a drawn
@@ -419,7 +446,7 @@ func (p *partialForger) Reply(m *Member, proto string, from peer.ID, reply []byt
 		return p.waitReply(m, from, reply)
 	}
 	ar, stmt, ok := p.votes.honestVote(m, proto, from, reply)
-	if !ok {
+	if !ok || p.honestNow(from) {
 		return reply
 	}
 	return p.forge(m, ar, stmt).Marshal()
@@ -434,7 +461,7 @@ func (p *partialForger) waitReply(m *Member, from peer.ID, reply []byte) []byte 
 	}
 	ar := protocol.AcquireReply{Kind: protocol.KindVote, Partial: wr.Vote.Partial, IdentitySig: wr.Vote.IdentitySig}
 	stmt, ok := p.votes.statement(m, from, ar)
-	if !ok {
+	if !ok || p.honestNow(from) {
 		return reply
 	}
 	ar = p.forge(m, ar, stmt)

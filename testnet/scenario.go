@@ -114,7 +114,7 @@ type NamedBehaviour struct {
 func ScenarioBehaviours() []NamedBehaviour {
 	return []NamedBehaviour{
 		{"equivocate", Equivocate},
-		{"forge-partials", ForgePartials},
+		{"forge-partials", func() Behaviour { return ForgePartialsAfter(1) }},
 		{"lie-in-status", LieInStatus},
 		{"replay", Replay},
 		{"garbage", Garbage},
@@ -205,8 +205,12 @@ type ScenarioReport struct {
 	// AtVote counts the honest Locks handed out before t members
 	// acknowledged their Commit (the lease starts at the vote); each
 	// one's Deadline was checked against the members' vote timeout.
-	AtVote  int
-	Elapsed time.Duration
+	AtVote int
+	// BadTokens counts the honest Locks handed out at the vote whose
+	// token did not verify (a vouched member forged); each was lost with
+	// client.ErrBadToken, or the oracle says otherwise.
+	BadTokens int
+	Elapsed   time.Duration
 	// Lateness is the most scheduling lateness any client's liveness
 	// window accrued (what the budget excused, divided by k), RunLateness
 	// the lateness of the whole workload and oracle; Rounds is the most
@@ -262,9 +266,9 @@ type ScenarioReport struct {
 
 // String is a one-line summary of the run.
 func (r ScenarioReport) String() string {
-	s := fmt.Sprintf("seed %d: N=%d f=%d K=%d keys=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d atVote=%d in %v",
+	s := fmt.Sprintf("seed %d: N=%d f=%d K=%d keys=%d R=%d step=%d byz=%v faults=%d acquired=%v acqErr=%d tokens=%d writes=%d staleRefused=%d staleAdmitted=%d holderRefused=%d atVote=%d badTokens=%d in %v",
 		r.Seed, r.N, r.F, r.Clients, r.Keys, r.Resources, r.MaxEpochStep, r.Byzantine, r.FaultSteps, r.Acquired, r.AcquireErrors,
-		r.Tokens, r.Writes, r.StaleRefused, r.StaleAdmitted, r.HolderRefused, r.AtVote, r.Elapsed.Round(time.Millisecond))
+		r.Tokens, r.Writes, r.StaleRefused, r.StaleAdmitted, r.HolderRefused, r.AtVote, r.BadTokens, r.Elapsed.Round(time.Millisecond))
 	s += fmt.Sprintf("; liveness: first locks by %v (slack %v), lateness %v (run %v), rounds %d", r.FirstLock.Round(time.Millisecond), r.Slack.Round(time.Millisecond),
 		r.Lateness.Round(time.Millisecond), r.RunLateness.Round(time.Millisecond), r.Rounds)
 	if r.LiarTurns > 0 {

@@ -262,6 +262,9 @@ func (fr *forkRun) run(ctx context.Context) {
 			return nil, false
 		}
 		fr.logf("fork attack: %s got %q epoch %d", label, res, l.Token().Epoch)
+		if o.badLock(label, l) {
+			return nil, false
+		}
 		o.forkAcquired(label, l.Token())
 		return l, true
 	}

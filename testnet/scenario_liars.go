@@ -411,6 +411,9 @@ func (lr *liarRun) grind(ctx context.Context) {
 			lr.o.liarNote(lr.j, "grind acquire failed")
 			continue
 		}
+		if lr.o.badLock(fmt.Sprintf("liar%d", lr.j), lk) {
+			continue
+		}
 		lr.o.liarGranted(lr.j, lk.Token(), time.Now())
 		// Sessions ground for the lowest tie (first among the liar's own)
 		// and for the session hash the queue once ranked by.

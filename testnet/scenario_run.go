@@ -266,7 +266,7 @@ func RunScenario(ctx context.Context, seed int64, cfg ScenarioConfig) (rep Scena
 	rep.Tokens = len(o.tokens)
 	rep.EraTokens = o.eraTokens
 	rep.Writes, rep.StaleRefused, rep.StaleAdmitted, rep.HolderRefused = o.writes, o.staleRefused, o.staleAdmitted, o.holderRefused
-	rep.AtVote = o.atVote
+	rep.AtVote, rep.BadTokens = o.atVote, o.badTokens
 	rep.ReshareExcused = o.reshareExcused
 	for _, toks := range o.forks {
 		if len(toks) >= 2 {
@@ -425,6 +425,10 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 			o.acquireFailed(i, res, err)
 			continue
 		}
+		if o.badLock(fmt.Sprintf("client%d", i), l) {
+			o.release(ctx, fw, l) // the Lock is lost; what its Commit started is released
+			continue
+		}
 		tok := l.Token()
 		label := sc.lockLabel()
 		o.acquired1(i, label, sc.group, tok)
@@ -467,7 +471,9 @@ func (sc *scenarioClient) run(ctx context.Context, opsDone *sync.WaitGroup) {
 			}
 			continue
 		}
-		o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
+		if !o.badLock(fmt.Sprintf("client%d", i), l) {
+			o.acquired1(i, sc.lockLabel(), sc.group, l.Token())
+		}
 		o.release(ctx, fw, l)
 	}
 	o.gaveUp(i) // if it never acquired

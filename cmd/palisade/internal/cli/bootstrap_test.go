@@ -235,7 +235,9 @@ func TestBootstrap(t *testing.T) {
 	waitUntil(t, 30*time.Second, "node1 started again", func() bool { return strings.Contains(n1.stderr.String(), "reuses its keys") })
 	require.Contains(t, n1.stderr.String(), "node 1 reuses its keys and votes in "+filepath.Join(base, "node1", "node")+" (cluster "+cluster.ID.String()+")")
 	require.NotContains(t, n1.stderr.String(), "distributed key generation")
-	require.Regexp(t, `put orders-db epoch=2 status=204\n$`, put())
+	// Above the last, not necessarily the next: a round that fails while
+	// node 1 comes back (a loaded machine) moves the epoch on.
+	require.Regexp(t, `put orders-db epoch=([2-9]|[1-9][0-9]+) status=204\n$`, put())
 
 	for _, r := range []*bgRun{n1, n2, n3, n4, cl, res} {
 		require.Equal(t, 0, r.stop(t), "%s:\n%s", r.name, r.stderr.String())
