@@ -378,7 +378,16 @@ func (r Rules) Release(rec Record, tok protocol.Token, shown Shown, now time.Tim
 			o.audit(now, AuditRelease, n.Resource, tok.Epoch, tok.Holder, "before its commit")
 			return o
 		}
-		return o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
+		// A member that voted for the session, whose vote's lease ran out
+		// before the Commit came, says so (the lease ended under the
+		// holder here), but remembers the release all the same, so that
+		// the late Commit starts nothing.
+		o = o.refuse(protocol.CodeNotHolder, "no lease of this holder at this epoch")
+		if shown.Key && rec.VoteEpoch == tok.Epoch && rec.VoteHolder == tok.Holder && tok.Epoch > n.Released {
+			n.Released = tok.Epoch
+			o.Changed = true
+		}
+		return o
 	}
 	detail := ""
 	if !shown.Key {

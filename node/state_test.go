@@ -816,6 +816,15 @@ func TestRelease(t *testing.T) {
 			})},
 		},
 		{
+			// It voted for the session; the vote's lease ran out before
+			// the Commit came. The late Commit must start nothing.
+			name: "its vote ran out: refuses, and remembers the release", rec: stateVoted(), tok: stateTok(5, alice), now: stateAt(time.Hour),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, next: stateWith(stateVoted(), func(r *Record) {
+				r.Lease, r.Released = Lease{}, 5
+				r.Certified = stateTokP(5, alice)
+			})},
+		},
+		{
 			name: "higher epoch without the session's key", rec: stateCommitted(), tok: stateTok(6, alice), now: stateAt(3 * time.Second), shown: &Shown{Verified: true},
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, audit: []AuditKind{AuditCatchUp}, next: stateWith(stateCommitted(), func(r *Record) {
 				r.LastEpoch = 6
@@ -824,9 +833,11 @@ func TestRelease(t *testing.T) {
 			})},
 		},
 		{
+			// Refused (the lease ended under its holder), and remembered:
+			// a re-sent Commit must not bring it back.
 			name: "expired lease", rec: stateCommitted(), tok: stateTok(5, alice), now: stateAt(10 * time.Second),
 			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeNotHolder, changed: true, audit: []AuditKind{AuditExpire},
-				next: stateWith(stateCommitted(), func(r *Record) { r.Lease = Lease{} })},
+				next: stateWith(stateCommitted(), func(r *Record) { r.Lease, r.Released = Lease{}, 5 })},
 		},
 		{
 			name: "no lease", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(5, alice)}, tok: stateTok(5, alice), now: stateAt(0),
