@@ -712,18 +712,32 @@ func (c *Client) commitChecked(ctx context.Context, r *voteRound, tok protocol.T
 // Byzantine member can spend at most one session of a client, and only
 // after its partials were good.
 func (c *Client) checkThenCommit(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner) (*protocol.Token, *Lock, error) {
+	good := c.checkFirst(ctx, r, tok)
+	if good == nil {
+		return nil, nil, nil
+	}
+	tok = *good
+	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
+	p.spent = true
+	return c.locked(tok, p, sent, left, err, r)
+}
+
+// checkFirst verifies the candidate tok before anything of it leaves the
+// client. If it fails, the round finds the invalid partials (Combine) and
+// completes a token from other votes if it can; checkFirst returns the
+// verified token, or nil if none can be made. The round's votes are then
+// vouched for.
+func (c *Client) checkFirst(ctx context.Context, r *voteRound, tok protocol.Token) *protocol.Token {
 	if err := c.verifier.VerifyPrepared(tok, r.prep); err != nil {
 		log.Warnw("candidate token does not verify: checking the votes one by one before any commit", "resource", tok.Resource, "epoch", tok.Epoch, "err", err)
 		good := r.completeChecked(ctx)
 		if good == nil {
-			return nil, nil, nil
+			return nil
 		}
 		tok = *good
 	}
 	c.vouch(r)
-	sent, left, err := c.commit(ctx, tok, ttl, p.key, p.tokenRelease, r.certificate())
-	p.spent = true
-	return c.locked(tok, p, sent, left, err, r)
+	return &tok
 }
 
 // completeChecked makes a verified token of the round's votes after a
@@ -760,15 +774,11 @@ func (r *voteRound) completeChecked(ctx context.Context) *protocol.Token {
 func (c *Client) grantAtVote(ctx context.Context, r *voteRound, tok protocol.Token, ttl time.Duration, p *planner, voteSent time.Time) (*protocol.Token, *Lock, error) {
 	checked := !c.vouched(r.voters())
 	if checked {
-		if err := c.verifier.VerifyPrepared(tok, r.prep); err != nil {
-			log.Warnw("candidate token does not verify: checking the votes one by one before any commit", "resource", tok.Resource, "epoch", tok.Epoch, "err", err)
-			good := r.completeChecked(ctx)
-			if good == nil {
-				return nil, nil, nil
-			}
-			tok = *good
+		good := c.checkFirst(ctx, r, tok)
+		if good == nil {
+			return nil, nil, nil
 		}
-		c.vouchVotes(r.votes)
+		tok = *good
 	}
 	p.spent = true
 	votes, prep, cert := slices.Clone(r.votes), r.prep, r.certificate()

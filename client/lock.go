@@ -178,14 +178,7 @@ func (l *Lock) keepAlive(ctx context.Context) {
 			stop()
 			switch {
 			case r.err == nil:
-				ttl := l.ttl
-				if r.left > 0 && r.left < ttl {
-					ttl = r.left
-				}
-				l.mu.Lock()
-				l.deadline = r.sent.Add(ttl - margin(ttl))
-				l.mu.Unlock()
-				expire.Reset(l.Deadline().Sub(clock.Now()))
+				l.extend(r.sent, r.left, expire)
 			case r.refusals > l.c.f:
 				// Enough nodes say the lease is gone that no quorum will renew it.
 				l.markLost(fmt.Errorf("%w: %q epoch %d: %w", ErrLost, l.token.Resource, l.token.Epoch, r.err))
@@ -222,26 +215,33 @@ func (l *Lock) awaitCommit(ctx context.Context, expire clockwork.Timer) bool {
 		return false
 	case <-expire.Chan():
 		cancel()
-		l.markLost(fmt.Errorf("%w: %q epoch %d: the commit was not acknowledged within the vote timeout", ErrLost, l.token.Resource, l.token.Epoch))
 		l.c.releaseLater(l.token, l.key)
+		l.markLost(fmt.Errorf("%w: %q epoch %d: the commit was not acknowledged within the vote timeout", ErrLost, l.token.Resource, l.token.Epoch))
 		return false
 	case s := <-ch:
 		if s.err != nil {
+			l.c.releaseLater(l.token, l.key) // under way before Lost says so
 			l.markLost(s.err)
-			l.c.releaseLater(l.token, l.key)
 			return false
 		}
-		ttl := l.ttl
-		if s.left > 0 && s.left < ttl {
-			ttl = s.left
-		}
-		l.mu.Lock()
-		l.deadline = s.sent.Add(ttl - margin(ttl))
-		l.mu.Unlock()
+		l.extend(s.sent, s.left, expire)
 		close(l.committed)
-		expire.Reset(l.Deadline().Sub(l.c.cfg.Clock.Now()))
 		return true
 	}
+}
+
+// extend moves the Deadline after a commit or renewal sent at sent that
+// the members granted left for (the Lock's TTL if not shorter), and
+// re-arms expire.
+func (l *Lock) extend(sent time.Time, left time.Duration, expire clockwork.Timer) {
+	ttl := l.ttl
+	if left > 0 && left < ttl {
+		ttl = left
+	}
+	l.mu.Lock()
+	l.deadline = sent.Add(ttl - margin(ttl))
+	l.mu.Unlock()
+	expire.Reset(l.Deadline().Sub(l.c.cfg.Clock.Now()))
 }
 
 // Release ends the lease at once so another client can acquire, and stops

@@ -37,6 +37,18 @@ func gateCommits(t *testing.T, nw *Network) *commitGate {
 
 func (g *commitGate) release() { g.once.Do(func() { close(g.open) }) }
 
+// gatedNet starts 4 nodes whose Commits wait for the gate, and two
+// clients, a and b, with a context for the test.
+func gatedNet(t *testing.T, o Options) (*Network, *commitGate, *client.Client, *client.Client, context.Context) {
+	nw := startNet(t, 4, 2, o)
+	gate := gateCommits(t, nw)
+	a := newClient(t, nw, 0, client.Config{})
+	b := newClient(t, nw, 1, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return nw, gate, a, b, ctx
+}
+
 // handledCommits counts the Commits the members answered: those that
 // started a lease and those refused, for any reason.
 func handledCommits(t *testing.T, nw *Network) int {
@@ -70,12 +82,7 @@ func handledCommits(t *testing.T, nw *Network) int {
 // keep another client out; once the Commit gets through, Committed closes
 // and the Deadline moves to the TTL.
 func TestLeaseStartsAtVote(t *testing.T) {
-	nw := startNet(t, 4, 2, Options{})
-	gate := gateCommits(t, nw)
-	a := newClient(t, nw, 0, client.Config{})
-	b := newClient(t, nw, 1, client.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	_, gate, a, b, ctx := gatedNet(t, Options{})
 	const hold = 2 * time.Second // the members' vote timeout, the client's default
 	start := time.Now()
 	l, err := a.TryAcquire(ctx, "vote/lease")
@@ -121,12 +128,7 @@ func TestLeaseStartsAtVote(t *testing.T) {
 // no lease.
 func TestCommitNotAcknowledgedLosesLock(t *testing.T) {
 	rules := node.Rules{MaxEpochStep: protocol.DefaultMaxEpochStep, VoteTimeout: 500 * time.Millisecond, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL}
-	nw := startNet(t, 4, 2, Options{Rules: rules})
-	gate := gateCommits(t, nw)
-	a := newClient(t, nw, 0, client.Config{})
-	b := newClient(t, nw, 1, client.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	nw, gate, a, b, ctx := gatedNet(t, Options{Rules: rules})
 	l, err := a.TryAcquire(ctx, "vote/unacked")
 	require.NoError(t, err)
 	select {
@@ -159,12 +161,7 @@ func TestCommitNotAcknowledgedLosesLock(t *testing.T) {
 // release of a token they check), so that no lease nobody renews holds
 // the resource for its TTL.
 func TestReleaseOvertakesCommit(t *testing.T) {
-	nw := startNet(t, 4, 2, Options{})
-	gate := gateCommits(t, nw)
-	a := newClient(t, nw, 0, client.Config{})
-	b := newClient(t, nw, 1, client.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	nw, gate, a, b, ctx := gatedNet(t, Options{})
 	l, err := a.TryAcquire(ctx, "vote/overtaken")
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx), "the votes are released without their Commit")
