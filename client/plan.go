@@ -117,6 +117,8 @@ type planner struct {
 	// exponential backoff.
 	rounds  int
 	backoff time.Duration
+	// staleRun counts the rounds in a row that found their epoch taken.
+	staleRun int
 	// lastRound is how long the last round took.
 	lastRound time.Duration
 	// split says how the last round's votes split, if they did: whether
@@ -240,6 +242,10 @@ func (p *planner) next(err error) verdict {
 // decide is next without the error.
 func (p *planner) decide(err error) verdict {
 	var busy *BusyError
+	var stale errRetry
+	if !errors.As(err, &stale) || !stale.stale {
+		p.staleRun = 0
+	}
 	var retry errRetry
 	switch {
 	case errors.As(err, &busy) && p.wait:
@@ -249,7 +255,14 @@ func (p *planner) decide(err error) verdict {
 	case errors.As(err, &retry) && retry.stale && (p.wait || p.rounds < tryRounds):
 		// A stale epoch (a blind round that started below others' last
 		// acquisition): the refusals raised the floor; go again at once.
-		return verdict{kind: verdictRetry}
+		// An Acquire whose rounds keep finding the epoch taken is losing
+		// races for a resource that changes hands between its rounds
+		// (the lease starts at the vote, so holders cycle fast): from the
+		// second stale round in a row it also joins the nodes' queues,
+		// which serve waiters in one order (scenario seed 63: a client
+		// found four epochs in a row taken and was passed over).
+		p.staleRun++
+		return verdict{kind: verdictRetry, queue: p.wait && p.staleRun >= 2}
 	case errors.As(err, &retry) && (p.wait || p.rounds < tryRounds):
 		// Split votes: back off exponentially in
 		// units of the round time (a fixed cap shorter than a round
