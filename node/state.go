@@ -143,15 +143,26 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	// (Abandon dropped their leases) or of one whose leases are running
 	// out. So the vote is not sent again while another holder has the
 	// resource (nothing is lost: the vote was sent once, and S1 holds
-	// either way), and not renewed once the session released the epoch.
+	// either way), and not renewed once the session released the epoch or
+	// committed it. Nor past the vote's own timeout: a session that keeps
+	// re-sending one Acquire would hold the resource without ever
+	// committing, one fsync a time. A re-send after VoteAt + VoteTimeout
+	// is refused as stale (the client asks above), so a vote holds the
+	// resource at most twice the vote timeout after it was given.
 	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
 		if n.Lease.Active(now) && n.Lease.Holder != holder {
 			return busy()
 		}
 		committed := n.Lease.Committed && n.Lease.Holder == holder && n.Lease.Active(now)
-		if exp := now.Add(r.VoteTimeout); epoch > n.Released && !committed && (n.Lease.Holder != holder || n.Lease.Expires.Before(exp)) {
-			n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: exp}
-			o.Changed = true
+		if !committed && epoch > n.Released {
+			if !now.Before(n.VoteAt.Add(r.VoteTimeout)) {
+				return o.refuse(protocol.CodeStale, fmt.Sprintf("the vote at epoch %d was given %v ago, more than the vote timeout %v, and was never committed: acquire above it",
+					epoch, now.Sub(n.VoteAt).Round(time.Millisecond), r.VoteTimeout))
+			}
+			if exp := now.Add(r.VoteTimeout); n.Lease.Holder != holder || n.Lease.Expires.Before(exp) {
+				n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: exp}
+				o.Changed = true
+			}
 		}
 		o.Kind, o.Repeat = protocol.KindVote, true
 		return o
@@ -178,7 +189,7 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 		expires = n.Lease.Expires // the same holder re-acquiring keeps its lease
 	}
 	n.LastEpoch = epoch // S1/S3: this epoch is used up; the driver persists it before the partial leaves
-	n.VoteEpoch, n.VoteHolder, n.VoteTTL = epoch, holder, r.clampTTL(ttl)
+	n.VoteEpoch, n.VoteHolder, n.VoteTTL, n.VoteAt = epoch, holder, r.clampTTL(ttl), now
 	n.Vote = crypto.PartialSig{} // the driver signs and fills it in
 	// An uncommitted vote ends early only with the session's key
 	// (Abandon, or Release by the acquiring process): no TokenRelease.

@@ -64,7 +64,7 @@ func stateKinds(audit []AuditEntry) []AuditKind {
 func stateVoted() Record {
 	return Record{
 		Resource: stateRes, LastEpoch: 5,
-		VoteEpoch: 5, VoteHolder: alice, Vote: crypto.PartialSig{Index: 1}, VoteTTL: 30 * time.Second,
+		VoteEpoch: 5, VoteHolder: alice, Vote: crypto.PartialSig{Index: 1}, VoteTTL: 30 * time.Second, VoteAt: stateAt(0),
 		Lease: Lease{Holder: alice, Epoch: 5, Expires: stateAt(2 * time.Second)},
 	}
 }
@@ -134,35 +134,35 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "fresh record votes", rec: fresh, holder: bob, epoch: 1, ttl: 20 * time.Second, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 1, VoteEpoch: 1, VoteHolder: bob, VoteTTL: 20 * time.Second,
+				Resource: stateRes, LastEpoch: 1, VoteEpoch: 1, VoteHolder: bob, VoteTTL: 20 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: 1, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
 			name: "vote zeroes the previous partial for the driver to sign", rec: stateVoted(), holder: bob, epoch: 6, ttl: 20 * time.Second, now: stateAt(3 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 20 * time.Second,
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 20 * time.Second, VoteAt: stateAt(3 * time.Second),
 				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(5 * time.Second)},
 			}},
 		},
 		{
 			name: "ttl 0 gets DefaultTTL", rec: fresh, holder: bob, epoch: 3, ttl: 0, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
 			name: "negative ttl gets DefaultTTL", rec: fresh, holder: bob, epoch: 3, ttl: -time.Second, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
 		{
 			name: "ttl above MaxTTL is clamped", rec: fresh, holder: bob, epoch: 3, ttl: time.Hour, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: time.Minute,
+				Resource: stateRes, LastEpoch: 3, VoteEpoch: 3, VoteHolder: bob, VoteTTL: time.Minute, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: 3, Expires: stateAt(2 * time.Second)},
 			}},
 		},
@@ -182,7 +182,7 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "fresh: known+step votes", rec: fresh, holder: bob, epoch: 10, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 10, VoteEpoch: 10, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: 10, VoteEpoch: 10, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: 10, Expires: stateAt(2 * time.Second)},
 			}},
 		},
@@ -193,7 +193,7 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "last epoch 5: 15 votes", rec: stateVoted(), holder: alice, epoch: 15, now: stateAt(time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 15, VoteEpoch: 15, VoteHolder: alice, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: 15, VoteEpoch: 15, VoteHolder: alice, VoteTTL: 10 * time.Second, VoteAt: stateAt(time.Second),
 				Lease: Lease{Holder: alice, Epoch: 15, Expires: stateAt(3 * time.Second)},
 			}},
 		},
@@ -211,7 +211,7 @@ func TestAcquire(t *testing.T) {
 			name: "known is the certified epoch when above last epoch: 30 votes", rec: Record{Resource: stateRes, LastEpoch: 5, Certified: stateTokP(20, carol)},
 			holder: bob, epoch: 30, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 30, VoteEpoch: 30, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(20, carol),
+				Resource: stateRes, LastEpoch: 30, VoteEpoch: 30, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0), Certified: stateTokP(20, carol),
 				Lease: Lease{Holder: bob, Epoch: 30, Expires: stateAt(2 * time.Second)},
 			}},
 		},
@@ -226,7 +226,7 @@ func TestAcquire(t *testing.T) {
 			name: "no overflow: last epoch MaxUint64-5, epoch MaxUint64 votes", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 5},
 			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
 			}},
 		},
@@ -234,7 +234,7 @@ func TestAcquire(t *testing.T) {
 			name: "no overflow: last epoch MaxUint64-10, epoch MaxUint64 votes", lastEra: true, rec: Record{Resource: stateRes, LastEpoch: math.MaxUint64 - 10},
 			holder: bob, epoch: math.MaxUint64, now: stateAt(0),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: math.MaxUint64, VoteEpoch: math.MaxUint64, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(0),
 				Lease: Lease{Holder: bob, Epoch: math.MaxUint64, Expires: stateAt(2 * time.Second)},
 			}},
 		},
@@ -266,14 +266,14 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "vote timeout frees the resource", rec: stateVoted(), holder: bob, epoch: 6, now: stateAt(2 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second,
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(2 * time.Second),
 				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(4 * time.Second)},
 			}},
 		},
 		{
 			name: "committed lease expiry frees the resource", rec: stateCommitted(), holder: bob, epoch: 6, now: stateAt(10 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditExpire, AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: bob, VoteTTL: 10 * time.Second, VoteAt: stateAt(10 * time.Second), Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: bob, Epoch: 6, Expires: stateAt(12 * time.Second)},
 			}},
 		},
@@ -310,9 +310,29 @@ func TestAcquire(t *testing.T) {
 			want: stateWant{kind: protocol.KindVote, repeat: true, next: stateCommitted()},
 		},
 		{
-			name: "same holder re-sends after the vote timed out: repeat, the vote's lease again", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Hour),
+			// A re-send restarts the vote's lease only until the vote is
+			// VoteTimeout old: the vote holds the resource at most twice the
+			// vote timeout, however often it is asked for again.
+			name: "same holder re-sends just before the vote is VoteTimeout old: repeat, the vote's lease from now", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(2*time.Second - 1),
 			want: stateWant{kind: protocol.KindVote, repeat: true, changed: true,
-				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(time.Hour).Add(stateRules.VoteTimeout) })},
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(4*time.Second - 1) })},
+		},
+		{
+			name: "same holder re-sends once the vote is VoteTimeout old, its lease running: stale, the lease kept", rec: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(3 * time.Second) }),
+			holder: alice, epoch: 5, now: stateAt(2 * time.Second),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale,
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease.Expires = stateAt(3 * time.Second) })},
+		},
+		{
+			name: "same holder re-sends after the vote timed out: stale, no lease", rec: stateVoted(), holder: alice, epoch: 5, now: stateAt(time.Hour),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale, changed: true,
+				next: stateWith(stateVoted(), func(r *Record) { r.Lease = Lease{} })},
+		},
+		{
+			name: "a record from before VoteAt: a re-send is stale", rec: stateWith(stateVoted(), func(r *Record) { r.VoteAt = time.Time{} }),
+			holder: alice, epoch: 5, now: stateAt(time.Second),
+			want: stateWant{kind: protocol.KindRefuse, code: protocol.CodeStale,
+				next: stateWith(stateVoted(), func(r *Record) { r.VoteAt = time.Time{} })},
 		},
 		{
 			name: "same holder re-sends before the driver signed: stale, no repeat", rec: stateWith(stateVoted(), func(r *Record) { r.Vote = crypto.PartialSig{} }),
@@ -329,14 +349,14 @@ func TestAcquire(t *testing.T) {
 		{
 			name: "same holder acquires a higher epoch while holding: keeps the later expiry", rec: stateCommitted(), holder: alice, epoch: 6, ttl: 20 * time.Second, now: stateAt(4 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 20 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 20 * time.Second, VoteAt: stateAt(4 * time.Second), Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(10 * time.Second)},
 			}},
 		},
 		{
 			name: "same holder acquires a higher epoch near its lease end: vote timeout is later", rec: stateCommitted(), holder: alice, epoch: 6, now: stateAt(9 * time.Second),
 			want: stateWant{kind: protocol.KindVote, changed: true, audit: []AuditKind{AuditVote}, next: Record{
-				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 10 * time.Second, Certified: stateTokP(5, alice), LeaseGen: 5,
+				Resource: stateRes, LastEpoch: 6, VoteEpoch: 6, VoteHolder: alice, VoteTTL: 10 * time.Second, VoteAt: stateAt(9 * time.Second), Certified: stateTokP(5, alice), LeaseGen: 5,
 				Lease: Lease{Holder: alice, Epoch: 6, Expires: stateAt(11 * time.Second)},
 			}},
 		},
@@ -468,7 +488,7 @@ func TestAcquireProofCatchUp(t *testing.T) {
 	now := stateAt(time.Second)
 	votedAt := func(base Record, epoch uint64) Record {
 		return stateWith(base, func(r *Record) {
-			r.LastEpoch, r.VoteEpoch, r.VoteHolder, r.VoteTTL = epoch, epoch, bob, 10*time.Second
+			r.LastEpoch, r.VoteEpoch, r.VoteHolder, r.VoteTTL, r.VoteAt = epoch, epoch, bob, 10*time.Second, now
 			r.Vote = crypto.PartialSig{}
 			r.Lease = Lease{Holder: bob, Epoch: epoch, Expires: now.Add(2 * time.Second)}
 		})

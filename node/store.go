@@ -28,6 +28,12 @@ type Record struct {
 	// VoteIDSig is the node's identity signature over the vote's
 	// statement (protocol.Statement.VoteBytes), shown in Status.
 	VoteIDSig []byte `json:"vote_id_sig,omitempty"`
+	// VoteAt is when the vote was given. A re-sent request of its session
+	// starts the vote's lease again only until VoteAt plus the vote
+	// timeout (Rules.Acquire), so re-sending one Acquire cannot hold a
+	// resource without a Commit. Records written before it read as zero:
+	// their votes are not renewed (fail closed).
+	VoteAt time.Time `json:"vote_at,omitzero"`
 	// Seen is the highest epoch f+1 distinct nodes were shown to have
 	// voted at (SeeVotes).
 	Seen uint64 `json:"seen,omitempty"`

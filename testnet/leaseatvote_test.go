@@ -181,3 +181,88 @@ func TestReleaseOvertakesCommit(t *testing.T) {
 	// b's lease was not disturbed by the late Commits.
 	require.NoError(t, l2.Release(ctx))
 }
+
+// TestResentAcquireCannotPin: a client that takes t votes and, instead of
+// committing, re-sends the same Acquire again and again (each re-send
+// starts its vote's lease again) holds the resource at most twice the
+// vote timeout: once its vote is VoteTimeout old every member refuses the
+// re-send as stale, the leases run out, and an honest Acquire started
+// while the liar keeps re-sending is served above the liar's epoch. In
+// the control the liar sends its Acquire once.
+func TestResentAcquireCannotPin(t *testing.T) {
+	for _, resend := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control", true: "resend"}[resend], func(t *testing.T) { resentAcquire(t, resend) })
+	}
+}
+
+func resentAcquire(t *testing.T, resend bool) {
+	const vt = 300 * time.Millisecond
+	rules := node.Rules{MaxEpochStep: protocol.DefaultMaxEpochStep, VoteTimeout: vt, DefaultTTL: 10 * time.Second, MaxTTL: protocol.MaxTTL}
+	nw := startNet(t, 4, 3, Options{Rules: rules})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLiar(t, nw, 2)
+	const res = "vote/resent"
+	k := l.key()
+	require.GreaterOrEqual(t, l.acquireRaw(ctx, res, k, 1), nw.Keys.Cluster.File.T, "the liar takes t votes at epoch 1")
+	voted := time.Now()
+
+	// The liar re-sends its Acquire every vt/4 until the honest client is
+	// served, or for a hang ceiling of 100 vote timeouts; it counts the
+	// members' answers by kind.
+	var mu sync.Mutex
+	kinds := map[protocol.ReplyKind]int{}
+	var staleAfter int // stale answers to re-sends made once the vote was vt old
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if !resend {
+			return
+		}
+		req := protocol.AcquireRequest{Cluster: nw.Keys.Cluster.ID, Resource: res, Epoch: 1, Key: k, TTL: time.Second}.Marshal()
+		for i := 0; i < 400 && lctx.Err() == nil; i++ {
+			old := time.Since(voted) >= vt
+			var wg sync.WaitGroup
+			for _, m := range nw.Members {
+				wg.Go(func() {
+					b, err := l.call(lctx, m.Index, protocol.ProtoAcquire, req, 0)
+					if err != nil {
+						return
+					}
+					r, err := protocol.UnmarshalAcquireReply(b)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					kinds[r.Kind]++
+					if old && r.Kind == protocol.KindRefuse && r.Code == protocol.CodeStale {
+						staleAfter++
+					}
+				})
+			}
+			wg.Wait()
+			_ = sleepCtx(lctx, vt/4)
+		}
+	}()
+
+	c := newClient(t, nw, 1, client.Config{})
+	hctx, hcancel := context.WithTimeout(ctx, 30*time.Second) // a hang ceiling
+	defer hcancel()
+	lk, err := c.Acquire(hctx, res)
+	servedAt := time.Since(voted)
+	lcancel()
+	<-done
+	require.NoError(t, err, "the honest Acquire is served while the liar re-sends")
+	require.Greater(t, lk.Token().Epoch, uint64(1), "above the liar's epoch")
+	mu.Lock()
+	t.Logf("honest client served %v after the liar's vote (vote timeout %v); the liar's re-sends were answered %v, %d of them stale once the vote was %v old",
+		servedAt.Round(time.Millisecond), vt, kinds, staleAfter, vt)
+	if resend {
+		require.Positive(t, kinds[protocol.KindVote], "re-sends within the vote timeout get the vote again")
+		require.GreaterOrEqual(t, staleAfter, nw.Keys.Cluster.File.T, "re-sends past the vote timeout are refused as stale")
+	}
+	mu.Unlock()
+	require.NoError(t, lk.Release(ctx))
+}

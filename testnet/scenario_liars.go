@@ -44,7 +44,9 @@ const (
 	// liarFlood opens up to 64 waiting sessions on one resource.
 	liarFlood
 	// liarPin waits for its turn and never takes it, or takes the votes
-	// and never commits (and sometimes abandons them), again and again.
+	// and never commits (and sometimes abandons them, or re-sends the
+	// same Acquire every quarter vote timeout to hold them), again and
+	// again.
 	liarPin
 	// liarBorrow shares an honest client's key (a sibling process): it
 	// reads Status and sends Release with a garbage-signature token,
@@ -82,6 +84,7 @@ const (
 	liarPoll       = 1500 * time.Millisecond // how long one session waits for its turn
 	liarSessions   = 64                      // sessions a flooder opens
 	liarGrindTries = 300                     // keys ground per session
+	liarResends    = 16                      // re-sends of one Acquire by a pinner
 )
 
 // liarHost is a libp2p host with client key ci that dials only the
@@ -478,15 +481,27 @@ func (lr *liarRun) pin(ctx context.Context) {
 			lr.o.liarNote(lr.j, "pin not served")
 			continue
 		}
-		switch how := l.intn(3); how {
+		switch how := l.intn(4); how {
 		case 0:
 			lr.o.liarNote(lr.j, "pin turn left unused")
 		default:
 			votes := l.acquireRaw(ctx, lr.res, k, epoch+1)
 			what := "never committed"
-			if how == 2 {
+			switch how {
+			case 2:
 				l.acks(ctx, protocol.ProtoAbandon, protocol.AbandonRequest{Cluster: lr.nw.Keys.Cluster.ID, Resource: lr.res, Epoch: epoch + 1, Key: k}.Marshal())
 				what = "abandoned"
+			case 3:
+				// The same Acquire again and again: each re-send the
+				// members answer with the vote starts its lease again,
+				// until the vote is a vote timeout old.
+				for range liarResends {
+					if sleepCtx(ctx, scenarioVoteTimeout/4) != nil {
+						break
+					}
+					l.acquireRaw(ctx, lr.res, k, epoch+1)
+				}
+				what = "re-sent, never committed"
 			}
 			lr.o.liarNote(lr.j, fmt.Sprintf("pin votes %s (got votes %v)", what, votes > 0))
 		}
