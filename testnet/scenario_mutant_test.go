@@ -167,8 +167,11 @@ func TestLivenessVerdict(t *testing.T) {
 // Deadline, until the Commit is acknowledged, runs past what the members'
 // votes hold. The oracle flags every such Lock as a lease violation, not
 // a safety one (fencing does not depend on leases); the control, the
-// same scenario with the members' vote timeout, passes, and in both some
-// Locks were handed out before their commit.
+// same scenario with the members' vote timeout, passes. A run judges the
+// oracle only if some Locks were handed out before their commit: on a
+// loaded machine a seed's clients may all have waited (a Wait answer's
+// vote commits first), so seeds run in turn, up to overlongSeeds, until
+// one does; a run without such Locks must pass.
 func TestScenarioCatchesOverlongVoteLease(t *testing.T) {
 	base := ScenarioConfig{N: 4, Clients: 2, Resources: 1, NoByzantine: true, NoFaults: true, NoReshare: true, NoRestore: true,
 		NoSharedIdentities: true}
@@ -182,21 +185,31 @@ func TestScenarioCatchesOverlongVoteLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
 			cfg.clientVoteTimeout = tc.vt
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			rep, err := runScenario(ctx, t, 11, cfg)
-			require.Positive(t, rep.AtVote, "Locks were handed out before their commit")
-			if tc.vt == 0 {
-				require.NoError(t, err)
-				return
+			judged := false
+			for seed := int64(11); seed < 11+overlongSeeds && !judged; seed++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				rep, err := runScenario(ctx, t, seed, cfg)
+				cancel()
+				if tc.vt == 0 || rep.AtVote == 0 {
+					require.NoError(t, err, "seed %d: %d Locks handed out before their commit", seed, rep.AtVote)
+					judged = rep.AtVote > 0
+					continue
+				}
+				judged = true
+				var se *ScenarioError
+				require.ErrorAs(t, err, &se)
+				require.False(t, se.Safety(), "a lease's timing is not safety: %v", err)
+				require.NotEmpty(t, se.Violations)
+				for _, v := range se.Violations {
+					require.True(t, strings.HasPrefix(v, "lease: ") && strings.Contains(v, "handed out before its commit"), "only the lease is flagged: %v", v)
+				}
 			}
-			var se *ScenarioError
-			require.ErrorAs(t, err, &se)
-			require.False(t, se.Safety(), "a lease's timing is not safety: %v", err)
-			require.NotEmpty(t, se.Violations)
-			for _, v := range se.Violations {
-				require.True(t, strings.HasPrefix(v, "lease: ") && strings.Contains(v, "handed out before its commit"), "only the lease is flagged: %v", v)
-			}
+			require.True(t, judged, "no seed of %d handed out a Lock before its commit", overlongSeeds)
 		})
 	}
 }
+
+// overlongSeeds bounds the seeds TestScenarioCatchesOverlongVoteLease
+// runs for each case. Alone its first seed hands out Locks before their
+// commit; beside a full race run it once did not.
+const overlongSeeds = 8
