@@ -26,12 +26,15 @@ func TestBallotDecided(t *testing.T) {
 		{"one held, one stale", ballot{busy: []busyReply{held}, stale: []uint64{9}}, false},
 		{"f+1 held", ballot{busy: []busyReply{held, held}}, true},
 		{"f+1 pending votes are a split, still open", ballot{busy: []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}}, false},
+		{"t pending votes for one session hold the lock", ballot{busy: []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}}, true},
+		{"t pending votes at two epochs are a split", ballot{busy: []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second), pendingBusy(bob, 10, time.Second)}}, false},
+		{"one commit and t-1 pending votes of one session hold the lock", ballot{busy: []busyReply{busyOf(bob, 9, false), pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}}, true},
 		{"f+1 stale", ballot{stale: []uint64{9, 9}}, true},
 		{"f+1 hard", ballot{hard: []*NodeError{hard, hard}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.b.decided(1))
+			require.Equal(t, tt.want, tt.b.decided(1, 3))
 		})
 	}
 }
@@ -88,7 +91,7 @@ func TestCollectWaitsToSayWhy(t *testing.T) {
 	r, ch, _, done := undecidedRound(t)
 	ch <- acquireReply(1, busyHeld(28*time.Second))
 	require.Nil(t, <-done, "no token")
-	require.True(t, r.b.decided(1))
+	require.True(t, r.b.decided(1, 3))
 	p := testPlanner(1, true)
 	var be *BusyError
 	require.ErrorAs(t, p.outcome(r.b, len(r.votes)), &be, "two of four nodes hold a lease: held, not an outage")
@@ -120,4 +123,37 @@ func TestCollectNoGraceWhenDecidedOrSilent(t *testing.T) {
 		require.Nil(t, r.collect(context.Background(), false))
 		require.Equal(t, 1, r.got)
 	})
+}
+
+// TestOutcomeVotesOfOneSessionAreBusy: t members naming one other
+// session at one epoch, whether they saw its Commit or only voted (its
+// Commit on its way), make a BusyError naming it: its votes combine, so
+// it holds the lock. Fewer members with uncommitted votes are a split,
+// retried above.
+func TestOutcomeVotesOfOneSessionAreBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		busy []busyReply
+	}{
+		{"t uncommitted", []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}},
+		{"one committed, t-1 uncommitted", []busyReply{busyOf(bob, 9, false), pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPlanner(1, true)
+			var be *BusyError
+			require.ErrorAs(t, p.outcome(&ballot{epoch: 10, busy: tc.busy}, 0), &be)
+			require.Equal(t, bob.Ref(), be.Holder)
+			require.Equal(t, uint64(9), be.Epoch)
+		})
+	}
+	p := testPlanner(1, true)
+	b := &ballot{epoch: 10, busy: []busyReply{pendingBusy(bob, 9, time.Second), pendingBusy(bob, 9, time.Second)}}
+	var retry errRetry
+	require.ErrorAs(t, p.outcome(b, 1), &retry, "f+1 uncommitted votes beside our vote: a split")
+}
+
+// busyOf is a member's Busy reply naming holder at epoch, committed
+// unless pending.
+func busyOf(holder protocol.Holder, epoch uint64, pending bool) busyReply {
+	return busyReply{AcquireReply: protocol.AcquireReply{Kind: protocol.KindBusy, Holder: holder.Ref(), LeaseEpoch: epoch, Left: time.Second, Pending: pending}}
 }

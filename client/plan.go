@@ -340,14 +340,39 @@ func (b *ballot) suspects() []int {
 // decided reports whether the replies so far already say why the round
 // failed, whatever the rest say: more than f nodes refused for good, found
 // the epoch stale, or hold a committed lease (see planner.outcome).
-func (b *ballot) decided(f int) bool {
+func (b *ballot) decided(f, t int) bool {
 	held := 0
 	for _, r := range b.busy {
 		if !r.Pending {
 			held++
 		}
 	}
-	return len(b.hard) > f || len(b.stale) > f || held > f
+	return len(b.hard) > f || len(b.stale) > f || held > f || b.votedFor(t) != nil
+}
+
+// votedFor returns the busy replies of t members that name one other
+// session at one epoch, committed or not, or nil. Its votes are at t
+// members, so they combine into its token: the session holds the lock
+// (the lease starts at the vote) though some members have not seen its
+// Commit yet, as while that Commit is on its way. So it is Busy, as a
+// committed lease at more than f members is, not a split to retry
+// above: a waiter that took it for a split went on by Acquire rounds at
+// a later epoch instead of taking its turn from its Wait answers
+// (TestWaitGivesLaggingMembersTime). Fewer replies with uncommitted votes
+// may be a split, and are treated as one. f Byzantine members that name
+// a session falsely make it at most a wait for its votes to lapse.
+func (b *ballot) votedFor(t int) []busyReply {
+	by := map[contender][]busyReply{}
+	for _, r := range b.busy {
+		if r.Kind == protocol.KindBusy {
+			k := contender{r.Holder, r.LeaseEpoch}
+			by[k] = append(by[k], r)
+			if len(by[k]) >= t {
+				return by[k]
+			}
+		}
+	}
+	return nil
 }
 
 // fail records a node that gave no usable answer.
@@ -414,6 +439,9 @@ func (p *planner) outcome(b *ballot, votes int) error {
 	}
 	if len(held) > p.f {
 		return busyError(p.resource, held)
+	}
+	if voted := b.votedFor(p.t); voted != nil {
+		return busyError(p.resource, voted)
 	}
 	if votes > 0 || len(b.busy) > 0 || len(b.stale) > 0 {
 		// Split votes: nobody can finish this epoch; try a higher one, in

@@ -191,7 +191,7 @@ func (r *voteRound) collect(ctx context.Context, checked bool) *protocol.Token {
 			// little longer only if those in do not yet say why (a busy
 			// node and a stale one): the verdict decides whether the
 			// caller waits for a holder or retries, and what it reports.
-			if out <= 0 || r.b.decided(c.f) {
+			if out <= 0 || r.b.decided(c.f, c.t) {
 				return nil
 			}
 			if grace == nil {

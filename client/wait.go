@@ -190,9 +190,11 @@ func (a *waitAsks) clock() time.Time {
 
 // lagging says how much longer a wait that holds votes (free) gives the
 // members that have not said free, and whether it should (a split
-// otherwise). They only lag when each one's last answer shows a committed
-// lease at an epoch below the lowest of our votes: the voters moved past
-// that lease, so its Release has yet to reach the member (a busy machine
+// otherwise). They only lag when each one's last answer shows a lease at
+// an epoch below the lowest of our votes, committed or still a vote (the
+// lease starts at the vote, and a member may answer our registration
+// before the holder's Commit reaches it): the voters moved past that
+// lease, so its Release has yet to reach the member (a busy machine
 // spreads one request's arrival at the members over more than
 // waitVoteGrace). If, counting those, t members would say free, the wait
 // gives them until the leases they showed would have run out by
@@ -214,7 +216,7 @@ func (a *waitAsks) lagging(free map[int]protocol.WaitReply, t int, gone map[int]
 		if _, ok := free[m]; ok || gone[m] {
 			continue
 		}
-		if wr.Pending || wr.LeaseEpoch == 0 || wr.LeaseEpoch >= low {
+		if wr.LeaseEpoch == 0 || wr.LeaseEpoch >= low {
 			return 0, false
 		}
 		lag++

@@ -94,8 +94,9 @@ func TestWaitSplitSoon(t *testing.T) {
 }
 
 // TestWaitLagging: a wait that holds votes gives the members that have not
-// said free more time only when they lag (each showed a committed lease
-// below our votes, whose Release has yet to reach it) and would make t;
+// said free more time only when they lag (each showed a lease, committed
+// or a vote, below our votes, whose Release has yet to reach it) and
+// would make t;
 // no longer than those leases would run by themselves, nor than until.
 func TestWaitLagging(t *testing.T) {
 	now := time.Unix(1000, 0)
@@ -116,7 +117,11 @@ func TestWaitLagging(t *testing.T) {
 		{"no longer than until", map[int]protocol.WaitReply{3: lease(7, time.Second)}, nil, 300 * time.Millisecond, 300 * time.Millisecond},
 		{"a lease at our votes' epoch", map[int]protocol.WaitReply{3: lease(8, time.Second)}, nil, 5 * time.Second, 0},
 		{"another waiter's turn", map[int]protocol.WaitReply{3: {Pending: true, Holder: bob}}, nil, 5 * time.Second, 0},
-		{"another contender's vote", map[int]protocol.WaitReply{3: {Pending: true, LeaseEpoch: 7, Left: time.Second, Holder: bob}}, nil, 5 * time.Second, 0},
+		// The lease starts at the vote: a vote below our votes' epoch is a
+		// lease the voters moved past, as a committed one is (the holder's
+		// Commit had not reached the member when it answered).
+		{"a vote below our votes' epoch", map[int]protocol.WaitReply{3: {Pending: true, LeaseEpoch: 7, Left: time.Second, Holder: bob}}, nil, 5 * time.Second, time.Second},
+		{"a vote at our votes' epoch", map[int]protocol.WaitReply{3: {Pending: true, LeaseEpoch: 8, Left: time.Second, Holder: bob}}, nil, 5 * time.Second, 0},
 		{"one lags, one holds for another", map[int]protocol.WaitReply{3: lease(7, time.Second), 4: {Pending: true, Holder: bob}}, nil, 5 * time.Second, 0},
 		{"the lagging member failed", map[int]protocol.WaitReply{3: lease(7, time.Second)}, map[int]bool{3: true}, 5 * time.Second, 0},
 		{"a failed member beside a lagging one", map[int]protocol.WaitReply{3: lease(7, time.Second), 4: lease(7, 2*time.Second)}, map[int]bool{4: true}, 5 * time.Second, time.Second},

@@ -100,11 +100,13 @@ func TestLeaseStartsAtVote(t *testing.T) {
 	require.False(t, d.After(returned.Add(hold-hold/10)), "deadline %v is past the vote timeout from the Acquire's return", d.Sub(returned))
 
 	// The votes alone hold the resource for the session: the members
-	// answer busy (with a pending vote, which the client takes for a
-	// contender's, so it reports a round that found no quorum).
+	// answer busy with its uncommitted vote, t of them name one session,
+	// so the client reports Busy, as for a committed lease.
 	_, err = b.TryAcquire(ctx, "vote/lease")
-	require.ErrorIs(t, err, client.ErrNotEnoughNodes)
-	require.Contains(t, err.Error(), "busy: held by "+a.ID())
+	require.ErrorIs(t, err, client.ErrBusy)
+	var be *client.BusyError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, l.Token().Holder.Ref(), be.Holder)
 
 	gate.release()
 	select {
