@@ -339,7 +339,8 @@ func (b *ballot) suspects() []int {
 
 // decided reports whether the replies so far already say why the round
 // failed, whatever the rest say: more than f nodes refused for good, found
-// the epoch stale, or hold a committed lease (see planner.outcome).
+// the epoch stale, or hold a committed lease, or t name one session's
+// lease or vote (votedFor; see planner.outcome).
 func (b *ballot) decided(f, t int) bool {
 	held := 0
 	for _, r := range b.busy {

@@ -146,7 +146,7 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 	// either way), and not renewed once the session released the epoch or
 	// committed it. Nor past the vote's own timeout: a session that keeps
 	// re-sending one Acquire would hold the resource without ever
-	// committing, one fsync a time. A re-send after VoteAt + VoteTimeout
+	// committing, one fsync each. A re-send after VoteAt + VoteTimeout
 	// is refused as stale (the client asks above), so a vote holds the
 	// resource at most twice the vote timeout after it was given.
 	if epoch == n.VoteEpoch && holder == n.VoteHolder && n.Vote.Index != 0 {
@@ -156,8 +156,7 @@ func (r Rules) Acquire(rec Record, holder protocol.Holder, epoch uint64, ttl tim
 		committed := n.Lease.Committed && n.Lease.Holder == holder && n.Lease.Active(now)
 		if !committed && epoch > n.Released {
 			if !now.Before(n.VoteAt.Add(r.VoteTimeout)) {
-				return o.refuse(protocol.CodeStale, fmt.Sprintf("the vote at epoch %d was given %v ago, more than the vote timeout %v, and was never committed: acquire above it",
-					epoch, now.Sub(n.VoteAt).Round(time.Millisecond), r.VoteTimeout))
+				return o.refuse(protocol.CodeStale, fmt.Sprintf("the vote at epoch %d is older than the vote timeout %v and was never committed: acquire above it", epoch, r.VoteTimeout))
 			}
 			if exp := now.Add(r.VoteTimeout); n.Lease.Holder != holder || n.Lease.Expires.Before(exp) {
 				n.Lease = Lease{Holder: holder, Epoch: epoch, Expires: exp}
