@@ -292,3 +292,43 @@ func TestForensicsAuthorised(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.CodeWrongCluster, r.Code)
 }
+
+// TestCommitCertificateWithOwnVote checks the node's shortcut for its own
+// vote in a Commit's certificate: the vote it gave, byte for byte, is
+// taken; its index with other bytes, or its signature of another
+// statement, is refused as before.
+func TestCommitCertificateWithOwnVote(t *testing.T) {
+	d := newCertDriver(t, NewMemStore())
+	a := d.lc.everything
+	h := limitsHolder(a.String())
+	own := func(resource string, epoch uint64) (protocol.Statement, protocol.CertVote) {
+		r := d.acquire(a, h, resource, epoch)
+		require.Equal(t, protocol.KindVote, r.Kind, r.Message)
+		return d.lc.cluster.Statement(resource, epoch, h), protocol.CertVote{Node: 1, Sig: r.IdentitySig}
+	}
+
+	st, mine := own("jobs", 3)
+	ack := d.commitCert(a, d.token(st), append([]protocol.CertVote{mine}, d.certVotes(st, 2, 3)...))
+	require.Equal(t, protocol.CodeOK, ack.Code, ack.Message)
+	require.True(t, d.record("jobs").Lease.Committed)
+
+	st, mine = own("queue", 5)
+	spoilt := protocol.CertVote{Node: 1, Sig: append([]byte(nil), mine.Sig...)}
+	spoilt.Sig[9] ^= 1
+	other := d.lc.cluster.Statement("queue", 5, keyHolder(a.String(), 9))
+	for _, tc := range []struct {
+		name  string
+		stmt  protocol.Statement
+		votes []protocol.CertVote
+	}{
+		{"its index with other bytes", st, append([]protocol.CertVote{spoilt}, d.certVotes(st, 2, 3)...)},
+		{"its signature for another holder", other, append([]protocol.CertVote{mine}, d.certVotes(other, 2, 3)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ack := d.commitCert(a, d.token(tc.stmt), tc.votes)
+			require.Equal(t, protocol.CodeBadRequest, ack.Code)
+			require.Contains(t, ack.Message, "certificate")
+			require.False(t, d.record("queue").Lease.Committed)
+		})
+	}
+}

@@ -573,10 +573,17 @@ func (n *Node) handleStatus(ctx context.Context, _ peer.ID, b []byte) ([]byte, e
 			st.Reserved, st.ReservedLeft = protocol.HolderRef{}, 0 // the wire counts whole milliseconds
 		}
 	}
-	if rec.VoteEpoch > 0 && len(rec.VoteIDSig) > 0 {
-		st.Vote = &protocol.SignedVote{Node: n.Index(), Statement: n.stmt(rec.Resource, rec.VoteEpoch, rec.VoteHolder), IdentitySig: rec.VoteIDSig}
-	}
+	st.Vote = n.signedVote(rec)
 	return st.Marshal(), nil
+}
+
+// signedVote is the vote rec keeps, as the node signed it, or nil if it
+// keeps none.
+func (n *Node) signedVote(rec Record) *protocol.SignedVote {
+	if rec.VoteEpoch == 0 || len(rec.VoteIDSig) == 0 {
+		return nil
+	}
+	return &protocol.SignedVote{Node: n.Index(), Statement: n.stmt(rec.Resource, rec.VoteEpoch, rec.VoteHolder), IdentitySig: rec.VoteIDSig}
 }
 
 func refuse(code protocol.Code, lastEpoch uint64, msg string) []byte {

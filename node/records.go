@@ -20,6 +20,17 @@ func (n *Node) keepRecord(sh *shard, rec Record) {
 	sh.recs[rec.Resource] = rec
 }
 
+// cachedRecord is the record of resource if the node has it in memory. It
+// never reads the store: it serves shortcuts that are only worth taking
+// for a record in use.
+func (n *Node) cachedRecord(resource string) (Record, bool) {
+	sh := n.shard(resource)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec, ok := sh.recs[resource]
+	return rec, ok
+}
+
 // cachedRecords is the number of records in memory.
 func (n *Node) cachedRecords() int {
 	total := 0

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -355,4 +356,56 @@ func tampered(sig []byte) []byte {
 	out := append([]byte(nil), sig...)
 	out[0] ^= 0x80
 	return out
+}
+
+// TestVerifyCertificateKnowing checks that a member's own vote, known
+// byte for byte, is taken without a check, and that nothing else is: not
+// its signature under another member's index, for another statement, or
+// with other bytes.
+func TestVerifyCertificateKnowing(t *testing.T) {
+	c, keys := identityCluster(t, 4)
+	good := certOf(t, c, keys, "orders-db", 7, testHolder, []int{1, 2, 4})
+	own := good.SignedVotes()[1] // member 2's vote, as member 2 keeps it
+	require.Equal(t, 2, own.Node)
+	require.NoError(t, VerifyCertificateKnowing(c, good, &own))
+	require.NoError(t, VerifyCertificateKnowing(c, good, nil))
+
+	// A known vote is not checked again: what the member keeps is what it
+	// signed, so even bytes that would not verify pass when they are its.
+	kept := own
+	kept.IdentitySig = append([]byte(nil), own.IdentitySig...)
+	kept.IdentitySig[3] ^= 1
+	spoilt := good
+	spoilt.Votes = slices.Clone(good.Votes)
+	spoilt.Votes[1].Sig = kept.IdentitySig
+	require.NoError(t, VerifyCertificateKnowing(c, spoilt, &kept), "the known vote was checked again")
+	require.ErrorIs(t, VerifyCertificate(c, spoilt), ErrBadVote)
+
+	later := certOf(t, c, keys, "orders-db", 8, testHolder, []int{1, 2, 4})
+	laterOwn := later.SignedVotes()[1]
+	for _, tc := range []struct {
+		name  string
+		cert  Certificate
+		known SignedVote
+	}{
+		{"other bytes than the known vote", spoilt, own},
+		{"the known signature under another member", func() Certificate {
+			x := good
+			x.Votes = slices.Clone(good.Votes)
+			x.Votes[2].Sig = own.IdentitySig // member 4 claims member 2's signature
+			return x
+		}(), own},
+		{"the known signature for another statement", func() Certificate {
+			x := good
+			x.Votes = slices.Clone(good.Votes)
+			x.Votes[1].Sig = laterOwn.IdentitySig // member 2's vote at epoch 8, in a certificate of epoch 7
+			return x
+		}(), laterOwn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := VerifyCertificateKnowing(c, tc.cert, &tc.known)
+			require.ErrorIs(t, err, ErrBadCertificate)
+			require.ErrorIs(t, err, ErrBadVote)
+		})
+	}
 }

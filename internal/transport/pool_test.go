@@ -32,7 +32,7 @@ type echoServer struct {
 }
 
 // testPair is a server and a client identity drawn from seed.
-func testPair(t *testing.T, seed int64) (sk, ck crypto.PrivKey, sid, cid peer.ID) {
+func testPair(t testing.TB, seed int64) (sk, ck crypto.PrivKey, sid, cid peer.ID) {
 	t.Helper()
 	rnd := rand.New(rand.NewSource(seed))
 	var err error
@@ -47,7 +47,7 @@ func testPair(t *testing.T, seed int64) (sk, ck crypto.PrivKey, sid, cid peer.ID
 	return sk, ck, sid, cid
 }
 
-func newHosts(t *testing.T) (server, client host.Host) {
+func newHosts(t testing.TB) (server, client host.Host) {
 	t.Helper()
 	sk, ck, sid, cid := testPair(t, 7)
 	var err error
@@ -90,7 +90,7 @@ func (e *echoServer) handle(s network.Stream) {
 
 // poolFixture is an echo server (closing each stream after closeAfter
 // replies, if set) and a pool of maxIdle streams to it.
-func poolFixture(t *testing.T, closeAfter, maxIdle int) (context.Context, host.Host, *echoServer, *Pool) {
+func poolFixture(t testing.TB, closeAfter, maxIdle int) (context.Context, host.Host, *echoServer, *Pool) {
 	t.Helper()
 	server, client := newHosts(t)
 	e := &echoServer{h: server, closeAfter: closeAfter}
