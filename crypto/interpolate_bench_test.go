@@ -9,7 +9,7 @@ import (
 // to turn t votes into a candidate token: decoding the partials and
 // interpolating them, without a pairing.
 func BenchmarkInterpolate(b *testing.B) {
-	for _, n := range []int{4, 7, 10} {
+	for _, n := range []int{4, 7, 10, 16, 31} {
 		gk, shares := deal(b, n)
 		msg := []byte("benchmark message")
 		ps := signAll(b, shares, msg)[:gk.Threshold()]
