@@ -156,9 +156,20 @@ func TestHandoffWaitVoteForgedPartial(t *testing.T) {
 	forger := ForgePartials().(*partialForger)
 	forger.force(forgeWrongMessage)
 	nw.SetBehaviour(1, forger)
-	// Member 4 answers late, so the forger's answer is among the first t
-	// of every wait: no token can be made without the fallback.
-	defer byzDelayRest(nw, 200*time.Millisecond)()
+	// Member 4's Wait answers leave late, so the forger's answer is among
+	// the first t of every wait: no token can be made without the
+	// fallback. Only the answers are late: a member that also handled
+	// the releases late would work out some handoffs' turns in the next
+	// slot of the reservation grid, for another waiter, and with the
+	// forger's vote spoilt no member would be left to complete this
+	// waiter's token at its epoch (a lagging member, not a forger, would
+	// then cost the epoch: 1 run in 8 under -race failed so).
+	nw.SetReplyFilter(4, func(proto string, b []byte) []byte {
+		if proto == protocol.ProtoWait {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return b
+	})
 	toks, _ := handoffChain(t, nw, waiters, "handoff/forged-wait-vote", func() int64 { return 0 })
 	require.Len(t, toks, waiters)
 	require.GreaterOrEqual(t, forger.waitForged(), waiters, "the forger put a forged partial in its Wait answer of every handoff")
