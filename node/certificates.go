@@ -149,8 +149,9 @@ func certificatesAt(rec Record, epoch uint64) []protocol.Certificate {
 // any: at least t and at most N votes of distinct members, each for the
 // token's statement (the encoding gives them no other), each identity
 // signature valid. It costs one Ed25519 check per vote, no pairing, but
-// none for the vote this node gave and still has in memory (its record's, compared
-// byte for byte); the vote count is checked before any signature.
+// none for the vote this node gave and still has in memory (its record's,
+// compared byte for byte); the vote count is checked before any
+// signature.
 func (n *Node) checkCommitCertificate(req protocol.CommitRequest) (*protocol.Certificate, error) {
 	cert, ok := req.Cert()
 	if !ok {

@@ -38,8 +38,9 @@ var ErrInterpolation = errors.New("bls12381: interpolation")
 // the signers' 1-based share indices. The λ_i are Lagrange's coefficients
 // at 0, Π_{j≠i} x_j / (x_j − x_i) in the scalar field. The points are
 // public, so the sum is computed in variable time with gnark
-// (sumOfMultiples) rather than with constant-time multiplications. It checks nothing about the result but
-// that it is not the identity: verify it.
+// (sumOfMultiples) rather than with constant-time multiplications. It
+// checks nothing about the result but that it is not the identity:
+// verify it.
 func InterpolateG1(indices []int, pts []*PublicG1) ([]byte, error) {
 	if len(indices) != len(pts) || len(pts) == 0 {
 		return nil, fmt.Errorf("%w: %d indices, %d points", ErrInterpolation, len(indices), len(pts))
@@ -88,8 +89,8 @@ func InterpolateG1(indices []int, pts []*PublicG1) ([]byte, error) {
 // variable time: one GLV multiplication per point. For the few points of
 // a threshold this takes about half the time of gnark's multi-scalar
 // multiplication, whose buckets pay off only for many more points
-// (BenchmarkInterpolate: t = 3 0.50 ms before, 0.26 ms after; t = 21
-// 2.2 ms and 2.1 ms).
+// (BenchmarkInterpolate: t = 3 0.56 ms before, 0.25-0.29 ms after;
+// t = 21 2.2 ms and 2.0-2.4 ms).
 func sumOfMultiples(points []gnark.G1Affine, ks []fr.Element) gnark.G1Affine {
 	var acc gnark.G1Jac
 	var k big.Int
